@@ -1,0 +1,142 @@
+package lane
+
+import "time"
+
+// Built-in lane names. Every configuration has these three; a config file
+// may change their settings but not remove them.
+const (
+	Interactive = "interactive"
+	Normal      = "normal"
+	Background  = "background"
+)
+
+// Config is a validated lanes configuration.
+type Config struct {
+	// Source names where the config came from: a file path, or "<embedded>".
+	Source string
+	Daemon Daemon
+	// Lanes holds every lane by name, the three built-ins included.
+	Lanes map[string]*Lane
+	// Order lists lane names in a stable display order: built-ins first
+	// (interactive, normal, background), then user lanes in file order.
+	Order []string
+	// Default is the lane of processes no rule matches ("normal").
+	Default string
+	// Rules are evaluated in order; the first match wins.
+	Rules []Rule
+	// Net holds the network settings shared by all lanes (interfaces,
+	// total rate). Consumed by netsched.
+	Net NetGlobal
+}
+
+// Daemon holds lanesd's own settings.
+type Daemon struct {
+	Socket    string // Unix socket path of the local API
+	StateDir  string // where the state database lives
+	SocketGID int    // group that may connect (-1: root only plus mode 0666 auth by peer cred)
+}
+
+// Lane is a named class of service.
+type Lane struct {
+	Name string
+	// Unprivileged: non-root users may run and move their own processes
+	// into this lane.
+	Unprivileged bool
+	CPU          CPU
+	Disk         Disk
+	Net          Net
+	// Line is the line in the config file where the lane was defined (0
+	// for built-in defaults); used in messages.
+	Line int
+}
+
+// CPU settings of a lane.
+type CPU struct {
+	// Weight is the relative CPU weight, 1..10000, as cgroup v2's
+	// cpu.weight (100 is the kernel default). On cgroup v1 it maps to
+	// cpu.shares = weight*1024/100.
+	Weight int
+	// Idle makes the lane's processes run only when the CPU is otherwise
+	// idle (cgroup cpu.idle, or SCHED_IDLE as the fallback).
+	Idle bool
+	// CapPercent caps the lane at this percentage of the host's total CPU
+	// capacity (all CPUs), in (0, 100]. 0 means no cap.
+	CapPercent float64
+}
+
+// IOClass is an I/O scheduling class as ioprio_set(2) knows it.
+type IOClass string
+
+const (
+	IONone       IOClass = ""            // leave the process's I/O priority alone
+	IORealtime   IOClass = "realtime"    // IOPRIO_CLASS_RT
+	IOBestEffort IOClass = "best-effort" // IOPRIO_CLASS_BE
+	IOIdle       IOClass = "idle"        // IOPRIO_CLASS_IDLE
+)
+
+// Disk settings of a lane.
+type Disk struct {
+	Class IOClass
+	// Level is the priority within the class, 0 (highest) .. 7.
+	Level int
+	// Weight is the proportional I/O weight, 1..10000 (io.weight on cgroup
+	// v2); 0 leaves it at the kernel default.
+	Weight int
+}
+
+// Net settings of a lane, consumed by netsched. Rates are bits per second;
+// 0 means unset.
+type Net struct {
+	// Priority orders lanes for strict-priority service: lower is served
+	// first. Built-ins: interactive 0, normal 1, background 7 (lowest).
+	Priority int
+	// Rate is the guaranteed rate; Ceil the most the lane may use.
+	Rate uint64
+	Ceil uint64
+	// Borrow: the lane may use capacity other lanes leave idle (above Rate).
+	// Background lanes only ever borrow.
+	Borrow bool
+	// Target is the leaf queue's target delay (byte FIFO sizing, fq_codel target).
+	Target time.Duration
+}
+
+// NetGlobal holds network settings that are not per lane.
+type NetGlobal struct {
+	// Interfaces to manage; empty means the interface of the default route.
+	Interfaces []string
+	// Rate of each managed interface (bits/s), so that the queue forms in
+	// lanes' tree. 0 means unset: network enforcement stays off.
+	Rate uint64
+	// Ingress: also shape the download direction (IFB).
+	Ingress bool
+}
+
+// Rule puts processes into a lane. All non-empty match fields must match.
+type Rule struct {
+	Lane string
+	// Exe is a glob (path.Match syntax, plus "**" for any depth) on the
+	// executable's absolute path.
+	Exe string
+	// Comm matches the command name (/proc/PID/comm) exactly.
+	Comm string
+	// User matches the process's real user, by name or numeric uid.
+	User string
+	// Cgroup is a path prefix on the process's cgroup (v2 path, or the v1
+	// name=systemd path on hybrid hosts), e.g. "/user.slice/user-1000.slice".
+	Cgroup string
+	// Unit is a systemd unit name, e.g. "backup.service".
+	Unit string
+	// Line is the rule's line in the config file.
+	Line int
+}
+
+// Process is what rules match against.
+type Process struct {
+	PID    int
+	Exe    string // absolute path of the executable
+	Comm   string
+	UID    int
+	User   string // user name of UID, if known
+	Cgroup string // cgroup path as /proc/PID/cgroup gives it
+	Unit   string // systemd unit derived from Cgroup, if any
+}

@@ -1,0 +1,519 @@
+package lane
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+//go:embed default.toml
+var defaultTOML []byte
+
+// EmbeddedSource is the Source of the built-in configuration.
+const EmbeddedSource = "<embedded>"
+
+var (
+	defaultOnce sync.Once
+	defaultCfg  *Config
+)
+
+// Default returns the embedded default configuration: the three built-in
+// lanes and no rules. Each call returns a fresh copy that the caller may
+// modify.
+func Default() *Config {
+	defaultOnce.Do(func() {
+		c, err := parse(EmbeddedSource, defaultTOML, nil)
+		if err != nil {
+			panic("lane: embedded default.toml is invalid: " + err.Error())
+		}
+		defaultCfg = c
+	})
+	return defaultCfg.Clone()
+}
+
+// Clone returns a deep copy of c.
+func (c *Config) Clone() *Config {
+	n := *c
+	n.Lanes = make(map[string]*Lane, len(c.Lanes))
+	for name, l := range c.Lanes {
+		cp := *l
+		n.Lanes[name] = &cp
+	}
+	n.Order = slices.Clone(c.Order)
+	n.Rules = slices.Clone(c.Rules)
+	n.Net.Interfaces = slices.Clone(c.Net.Interfaces)
+	return &n
+}
+
+// Load reads and parses the config file at path (see Parse).
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses a TOML config file and merges it over the embedded
+// defaults: the built-in lanes keep their default value for every key the
+// file does not set; user lanes start from the built-in normal lane with
+// unprivileged = false. source names the file in error messages.
+//
+// All problems are reported at once, joined with errors.Join; each is a
+// *FieldError naming source, line and key.
+func Parse(source string, data []byte) (*Config, error) {
+	return parse(source, data, Default())
+}
+
+// FieldError is a problem at one key of a config file.
+type FieldError struct {
+	Source string // file name, or "<embedded>"
+	Line   int    // 1-based; 0 when unknown
+	Key    string // dotted key, e.g. "lanes.video.cpu.cap" or "rule[2].lane"; may be empty
+	Msg    string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Source)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Lane returns the lane called name.
+func (c *Config) Lane(name string) (*Lane, error) {
+	if l, ok := c.Lanes[name]; ok {
+		return l, nil
+	}
+	return nil, fmt.Errorf("unknown lane %q (lanes: %s)", name, strings.Join(c.Order, ", "))
+}
+
+// The file schema. Pointers tell a key that was not given from a zero value.
+type fileConfig struct {
+	Default *string              `toml:"default"`
+	Daemon  *fileDaemon          `toml:"daemon"`
+	Net     *fileNetGlobal       `toml:"net"`
+	Lanes   map[string]*fileLane `toml:"lanes"`
+	Rule    []fileRule           `toml:"rule"`
+}
+
+type fileDaemon struct {
+	Socket    *string `toml:"socket"`
+	StateDir  *string `toml:"state_dir"`
+	SocketGID *int    `toml:"socket_gid"`
+}
+
+type fileNetGlobal struct {
+	Interfaces []string `toml:"interfaces"`
+	Rate       *string  `toml:"rate"`
+	Ingress    *bool    `toml:"ingress"`
+}
+
+type fileLane struct {
+	Unprivileged *bool        `toml:"unprivileged"`
+	CPU          *fileCPU     `toml:"cpu"`
+	Disk         *fileDisk    `toml:"disk"`
+	Net          *fileLaneNet `toml:"net"`
+}
+
+type fileCPU struct {
+	Weight *int     `toml:"weight"`
+	Idle   *bool    `toml:"idle"`
+	Cap    *float64 `toml:"cap"`
+}
+
+type fileDisk struct {
+	Class  *string `toml:"class"`
+	Level  *int    `toml:"level"`
+	Weight *int    `toml:"weight"`
+}
+
+type fileLaneNet struct {
+	Priority *int    `toml:"priority"`
+	Rate     *string `toml:"rate"`
+	Ceil     *string `toml:"ceil"`
+	Borrow   *bool   `toml:"borrow"`
+	Target   *string `toml:"target"`
+}
+
+type fileRule struct {
+	Lane   *string `toml:"lane"`
+	Exe    *string `toml:"exe"`
+	Comm   *string `toml:"comm"`
+	User   *string `toml:"user"`
+	Cgroup *string `toml:"cgroup"`
+	Unit   *string `toml:"unit"`
+}
+
+var laneNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
+
+// validator collects errors with their positions.
+type validator struct {
+	source string
+	pos    keyPositions
+	errs   []error
+}
+
+func (v *validator) add(key, format string, args ...any) {
+	v.errs = append(v.errs, &FieldError{Source: v.source, Line: v.pos.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// parse decodes data and merges it over base (nil: no base, data must be
+// complete, as the embedded defaults are).
+func parse(source string, data []byte, base *Config) (*Config, error) {
+	v := &validator{source: source, pos: indexKeys(data)}
+	var f fileConfig
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		var strictErr *toml.StrictMissingError
+		if !errors.As(err, &strictErr) {
+			// Syntax or type error: the decode stopped, nothing more to check.
+			return nil, decodeError(source, err)
+		}
+		for i := range strictErr.Errors {
+			de := &strictErr.Errors[i]
+			line, _ := de.Position()
+			v.errs = append(v.errs, &FieldError{Source: source, Line: line, Key: displayKey(de.Key()), Msg: "unknown key"})
+		}
+	}
+
+	c := &Config{Source: source, Default: Normal, Lanes: map[string]*Lane{}}
+	var userBase Lane
+	if base != nil {
+		c.Daemon = base.Daemon
+		c.Net = base.Net
+		c.Net.Interfaces = slices.Clone(base.Net.Interfaces)
+		c.Default = base.Default
+		for _, name := range []string{Interactive, Normal, Background} {
+			l := *base.Lanes[name]
+			c.Lanes[name] = &l
+		}
+		userBase = *base.Lanes[Normal]
+	}
+	userBase.Unprivileged = false
+	userBase.Line = 0
+
+	if f.Default != nil {
+		c.Default = *f.Default
+	}
+	v.daemon(&c.Daemon, f.Daemon)
+	v.netGlobal(&c.Net, f.Net)
+
+	// Built-ins first, then user lanes in file order.
+	c.Order = []string{Interactive, Normal, Background}
+	var user []string
+	for name := range f.Lanes {
+		if !slices.Contains(c.Order, name) {
+			user = append(user, name)
+		}
+	}
+	sort.Slice(user, func(i, j int) bool {
+		oi, oj := v.pos.offset("lanes."+user[i]), v.pos.offset("lanes."+user[j])
+		if oi != oj {
+			return oi < oj
+		}
+		return user[i] < user[j]
+	})
+	c.Order = append(c.Order, user...)
+	for _, name := range c.Order {
+		fl := f.Lanes[name]
+		l, ok := c.Lanes[name]
+		if !ok {
+			if base == nil && fl == nil {
+				v.add("lanes."+name, "built-in lane missing")
+				continue
+			}
+			cp := userBase
+			l = &cp
+			c.Lanes[name] = l
+		}
+		l.Name = name
+		key := "lanes." + name
+		if fl != nil {
+			l.Line = v.pos.line(key)
+		}
+		if !laneNameRE.MatchString(name) {
+			v.add(key, "invalid lane name %q: want a lowercase letter, then up to 30 lowercase letters, digits or '-'", name)
+		}
+		v.lane(key, l, fl)
+	}
+	v.laneRates(c)
+
+	if _, ok := c.Lanes[c.Default]; !ok {
+		v.add("default", "unknown lane %q (lanes: %s)", c.Default, strings.Join(c.Order, ", "))
+	}
+	for i := range f.Rule {
+		if r, ok := v.rule(c, i, &f.Rule[i]); ok {
+			c.Rules = append(c.Rules, r)
+		}
+	}
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	return c, nil
+}
+
+func (v *validator) daemon(d *Daemon, fd *fileDaemon) {
+	if fd == nil {
+		return
+	}
+	if fd.Socket != nil {
+		d.Socket = *fd.Socket
+		if !strings.HasPrefix(d.Socket, "/") {
+			v.add("daemon.socket", "%q is not an absolute path", d.Socket)
+		}
+	}
+	if fd.StateDir != nil {
+		d.StateDir = *fd.StateDir
+		if !strings.HasPrefix(d.StateDir, "/") {
+			v.add("daemon.state_dir", "%q is not an absolute path", d.StateDir)
+		}
+	}
+	if fd.SocketGID != nil {
+		d.SocketGID = *fd.SocketGID
+		if d.SocketGID < -1 {
+			v.add("daemon.socket_gid", "%d is not a group id (or -1 for none)", d.SocketGID)
+		}
+	}
+}
+
+func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
+	if fn == nil {
+		return
+	}
+	if fn.Interfaces != nil {
+		n.Interfaces = slices.Clone(fn.Interfaces)
+		for _, name := range n.Interfaces {
+			if name == "" || len(name) > 15 || strings.ContainsAny(name, "/ \t\n:") {
+				v.add("net.interfaces", "%q is not an interface name", name)
+			}
+		}
+	}
+	if fn.Rate != nil {
+		r, err := ParseRate(*fn.Rate)
+		if err != nil {
+			v.add("net.rate", "%v", err)
+		}
+		n.Rate = r
+	}
+	if fn.Ingress != nil {
+		n.Ingress = *fn.Ingress
+	}
+}
+
+func (v *validator) lane(key string, l *Lane, fl *fileLane) {
+	if fl == nil {
+		return
+	}
+	if fl.Unprivileged != nil {
+		l.Unprivileged = *fl.Unprivileged
+	}
+	if c := fl.CPU; c != nil {
+		if c.Weight != nil {
+			l.CPU.Weight = *c.Weight
+			if l.CPU.Weight < 1 || l.CPU.Weight > 10000 {
+				v.add(key+".cpu.weight", "%d is outside 1..10000", l.CPU.Weight)
+			}
+		}
+		if c.Idle != nil {
+			l.CPU.Idle = *c.Idle
+		}
+		if c.Cap != nil {
+			l.CPU.CapPercent = *c.Cap
+			if !(l.CPU.CapPercent > 0 && l.CPU.CapPercent <= 100) {
+				v.add(key+".cpu.cap", "%g is outside (0, 100]", l.CPU.CapPercent)
+			}
+		}
+	}
+	if d := fl.Disk; d != nil {
+		if d.Class != nil {
+			switch cl := IOClass(*d.Class); cl {
+			case IORealtime, IOBestEffort, IOIdle:
+				l.Disk.Class = cl
+			case "none":
+				l.Disk.Class = IONone
+			default:
+				v.add(key+".disk.class", "unknown I/O class %q (want realtime, best-effort, idle or none)", *d.Class)
+			}
+		}
+		if d.Level != nil {
+			l.Disk.Level = *d.Level
+			if l.Disk.Level < 0 || l.Disk.Level > 7 {
+				v.add(key+".disk.level", "%d is outside 0..7", l.Disk.Level)
+			}
+		}
+		if d.Weight != nil {
+			l.Disk.Weight = *d.Weight
+			if l.Disk.Weight < 1 || l.Disk.Weight > 10000 {
+				v.add(key+".disk.weight", "%d is outside 1..10000", l.Disk.Weight)
+			}
+		}
+	}
+	if n := fl.Net; n != nil {
+		if n.Priority != nil {
+			l.Net.Priority = *n.Priority
+			if l.Net.Priority < 0 || l.Net.Priority > 7 {
+				v.add(key+".net.priority", "%d is outside 0..7", l.Net.Priority)
+			}
+		}
+		rateOK, ceilOK := true, true
+		if n.Rate != nil {
+			r, err := ParseRate(*n.Rate)
+			if err != nil {
+				v.add(key+".net.rate", "%v", err)
+				rateOK = false
+			}
+			l.Net.Rate = r
+		}
+		if n.Ceil != nil {
+			r, err := ParseRate(*n.Ceil)
+			if err != nil {
+				v.add(key+".net.ceil", "%v", err)
+				ceilOK = false
+			}
+			l.Net.Ceil = r
+		}
+		if rateOK && ceilOK && l.Net.Ceil != 0 && l.Net.Ceil < l.Net.Rate {
+			v.add(key+".net.ceil", "%s is less than rate %s", FormatRate(l.Net.Ceil), FormatRate(l.Net.Rate))
+		}
+		if n.Borrow != nil {
+			l.Net.Borrow = *n.Borrow
+		}
+		if n.Target != nil {
+			d, err := time.ParseDuration(*n.Target)
+			switch {
+			case err != nil:
+				v.add(key+".net.target", "invalid duration %q: want e.g. \"5ms\"", *n.Target)
+			case d <= 0:
+				v.add(key+".net.target", "%s is not positive", d)
+			default:
+				l.Net.Target = d
+			}
+		}
+	}
+}
+
+// laneRates checks the lanes' guaranteed rates against the interface rate.
+func (v *validator) laneRates(c *Config) {
+	if c.Net.Rate == 0 {
+		return
+	}
+	var sum uint64
+	for _, name := range c.Order {
+		l := c.Lanes[name]
+		if l == nil {
+			continue
+		}
+		if l.Net.Rate > c.Net.Rate {
+			v.add("lanes."+name+".net.rate", "%s exceeds net.rate %s", FormatRate(l.Net.Rate), FormatRate(c.Net.Rate))
+		}
+		sum += l.Net.Rate
+	}
+	if sum > c.Net.Rate {
+		v.add("net.rate", "%s is less than the sum of the lanes' rates, %s", FormatRate(c.Net.Rate), FormatRate(sum))
+	}
+}
+
+func (v *validator) rule(c *Config, i int, fr *fileRule) (Rule, bool) {
+	key := fmt.Sprintf("rule[%d]", i+1)
+	n0 := len(v.errs)
+	r := Rule{Line: v.pos.line(key)}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	r.Lane, r.Exe, r.Comm, r.User, r.Cgroup, r.Unit = str(fr.Lane), str(fr.Exe), str(fr.Comm), str(fr.User), str(fr.Cgroup), str(fr.Unit)
+	switch {
+	case fr.Lane == nil:
+		v.add(key, "rule has no lane")
+	default:
+		if _, ok := c.Lanes[r.Lane]; !ok {
+			v.add(key+".lane", "unknown lane %q (lanes: %s)", r.Lane, strings.Join(c.Order, ", "))
+		}
+	}
+	if fr.Exe == nil && fr.Comm == nil && fr.User == nil && fr.Cgroup == nil && fr.Unit == nil {
+		v.add(key, "rule has no match field (exe, comm, user, cgroup or unit)")
+	}
+	for _, f := range []struct {
+		name string
+		p    *string
+	}{{"exe", fr.Exe}, {"comm", fr.Comm}, {"user", fr.User}, {"cgroup", fr.Cgroup}, {"unit", fr.Unit}} {
+		if f.p != nil && *f.p == "" {
+			v.add(key+"."+f.name, "empty")
+		}
+	}
+	if r.Exe != "" {
+		if err := validGlob(r.Exe); err != nil {
+			v.add(key+".exe", "bad glob %q: %v", r.Exe, err)
+		}
+	}
+	if r.Cgroup != "" && !strings.HasPrefix(r.Cgroup, "/") {
+		v.add(key+".cgroup", "%q does not start with /", r.Cgroup)
+	}
+	if len(r.Comm) > 15 {
+		v.add(key+".comm", "%q is longer than 15 bytes, the kernel's limit on command names", r.Comm)
+	}
+	return r, len(v.errs) == n0
+}
+
+// decodeError turns go-toml's syntax and type errors into a *FieldError.
+func decodeError(source string, err error) error {
+	var de *toml.DecodeError
+	if !errors.As(err, &de) {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	line, _ := de.Position()
+	msg := strings.TrimPrefix(de.Error(), "toml: ")
+	msg = typeMismatchRE.ReplaceAllStringFunc(msg, func(m string) string {
+		s := typeMismatchRE.FindStringSubmatch(m)
+		return fmt.Sprintf("got %s, want %s", s[1], tomlTypeOf(s[2]))
+	})
+	return &FieldError{Source: source, Line: line, Key: displayKey(de.Key()), Msg: msg}
+}
+
+var typeMismatchRE = regexp.MustCompile(`cannot decode TOML (\S+) into (?:struct field \S+ of type )?(\S+)`)
+
+// tomlTypeOf names the TOML type that decodes into Go type t.
+func tomlTypeOf(t string) string {
+	t = strings.TrimPrefix(t, "*")
+	switch {
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		return "integer"
+	case strings.HasPrefix(t, "float"):
+		return "number"
+	case t == "bool":
+		return "boolean"
+	case t == "string":
+		return "string"
+	case strings.HasPrefix(t, "[]"):
+		return "array"
+	default:
+		return "table"
+	}
+}
+
+// displayKey renders a go-toml key; array-table indices are not known
+// there, so rules show as plain "rule.lane".
+func displayKey(k toml.Key) string {
+	return strings.Join(k, ".")
+}

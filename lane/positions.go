@@ -1,0 +1,126 @@
+package lane
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// keyPositions maps a dotted key path ("lanes.video.cpu.cap", with
+// array-table elements as "rule[1]", counted from 1) to the byte offset
+// where the key first appears in the document.
+type keyPositions struct {
+	data    []byte
+	offsets map[string]int
+}
+
+// line returns the 1-based line of key, or 0 when the key is not in the
+// document (a default value).
+func (k keyPositions) line(key string) int {
+	off, ok := k.offsets[key]
+	if !ok {
+		return 0
+	}
+	return 1 + strings.Count(string(k.data[:off]), "\n")
+}
+
+// offset returns the byte offset of key, or -1.
+func (k keyPositions) offset(key string) int {
+	if off, ok := k.offsets[key]; ok {
+		return off
+	}
+	return -1
+}
+
+// indexKeys walks the document with go-toml's parser and records where each
+// key is. It stops quietly at a syntax error: the decoder reports that one.
+func indexKeys(data []byte) keyPositions {
+	kp := keyPositions{data: data, offsets: map[string]int{}}
+	var p unstable.Parser
+	p.Reset(data)
+	arrays := map[string]int{} // array-table path -> elements seen
+	table := ""
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table:
+			path, off := keyPath(e.Key())
+			table = path
+			kp.record(path, off)
+		case unstable.ArrayTable:
+			path, off := keyPath(e.Key())
+			arrays[path]++
+			table = fmt.Sprintf("%s[%d]", path, arrays[path])
+			kp.record(table, off)
+		case unstable.KeyValue:
+			path, off := keyPath(e.Key())
+			kp.keyValue(join(table, path), off, e.Value())
+		}
+	}
+	return kp
+}
+
+func (kp keyPositions) record(path string, off int) {
+	if _, ok := kp.offsets[path]; !ok && off >= 0 {
+		kp.offsets[path] = off
+	}
+	// Dotted keys also define their parents.
+	for i := len(path) - 1; i > 0; i-- {
+		if path[i] == '.' {
+			if _, ok := kp.offsets[path[:i]]; !ok && off >= 0 {
+				kp.offsets[path[:i]] = off
+			}
+		}
+	}
+}
+
+func (kp keyPositions) keyValue(path string, off int, value *unstable.Node) {
+	kp.record(path, off)
+	if value == nil {
+		return
+	}
+	switch value.Kind {
+	case unstable.InlineTable:
+		it := value.Children()
+		for it.Next() {
+			kv := it.Node()
+			if kv.Kind != unstable.KeyValue {
+				continue
+			}
+			sub, suboff := keyPath(kv.Key())
+			kp.keyValue(join(path, sub), suboff, kv.Value())
+		}
+	case unstable.Array:
+		it := value.Children()
+		for i := 1; it.Next(); i++ {
+			if n := it.Node(); n.Kind == unstable.InlineTable {
+				elem := fmt.Sprintf("%s[%d]", path, i)
+				kp.record(elem, int(n.Raw.Offset))
+				kp.keyValue(elem, int(n.Raw.Offset), n)
+			}
+		}
+	}
+}
+
+// keyPath joins a key's parts with dots and returns the offset of its
+// first part (-1 if unknown).
+func keyPath(it unstable.Iterator) (string, int) {
+	var parts []string
+	off := -1
+	for it.Next() {
+		n := it.Node()
+		if off < 0 {
+			off = int(n.Raw.Offset)
+		}
+		parts = append(parts, string(n.Data))
+	}
+	return strings.Join(parts, "."), off
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}

@@ -1,0 +1,143 @@
+package lane
+
+import (
+	"path"
+	"strconv"
+	"strings"
+)
+
+// Match returns the lane of the first rule that p matches, and that rule;
+// ("", nil) when no rule matches (the caller then uses c.Default).
+func (c *Config) Match(p Process) (lane string, rule *Rule) {
+	for i := range c.Rules {
+		if c.Rules[i].Matches(p) {
+			return c.Rules[i].Lane, &c.Rules[i]
+		}
+	}
+	return "", nil
+}
+
+// Matches reports whether p matches every non-empty match field of r. A
+// rule without match fields matches nothing.
+func (r *Rule) Matches(p Process) bool {
+	if r.Exe == "" && r.Comm == "" && r.User == "" && r.Cgroup == "" && r.Unit == "" {
+		return false
+	}
+	if r.Exe != "" && !matchExe(r.Exe, p.Exe) {
+		return false
+	}
+	if r.Comm != "" && r.Comm != p.Comm {
+		return false
+	}
+	if r.User != "" && !matchUser(r.User, p) {
+		return false
+	}
+	if r.Cgroup != "" && !CgroupHasPrefix(p.Cgroup, r.Cgroup) {
+		return false
+	}
+	if r.Unit != "" {
+		unit := p.Unit
+		if unit == "" {
+			unit = UnitOf(p.Cgroup)
+		}
+		if unit != r.Unit {
+			return false
+		}
+	}
+	return true
+}
+
+func matchUser(want string, p Process) bool {
+	if uid, err := strconv.Atoi(want); err == nil {
+		return uid == p.UID
+	}
+	return p.User != "" && want == p.User
+}
+
+// CgroupHasPrefix reports whether cgroup path p lies at or below prefix,
+// comparing whole path elements: "/user.slice" is a prefix of
+// "/user.slice/x" but not of "/user.slicex".
+func CgroupHasPrefix(p, prefix string) bool {
+	prefix = strings.TrimRight(prefix, "/")
+	if prefix == "" {
+		return strings.HasPrefix(p, "/")
+	}
+	if !strings.HasPrefix(p, prefix) {
+		return false
+	}
+	rest := p[len(prefix):]
+	return rest == "" || rest[0] == '/'
+}
+
+// cgroupUnitSuffixes are the systemd unit types that have cgroups of their
+// own, slices aside.
+var cgroupUnitSuffixes = []string{".service", ".scope", ".socket", ".mount", ".swap"}
+
+// UnitOf returns the systemd unit of a cgroup path: its deepest element
+// naming a service, scope, socket, mount or swap unit, e.g.
+// "/system.slice/backup.service" -> "backup.service" and
+// "/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope" ->
+// "app-x.scope". Slices are not units of processes; a path with no such
+// element gives "".
+func UnitOf(cgroupPath string) string {
+	elems := strings.Split(cgroupPath, "/")
+	for i := len(elems) - 1; i >= 0; i-- {
+		e := elems[i]
+		for _, suf := range cgroupUnitSuffixes {
+			if len(e) > len(suf) && strings.HasSuffix(e, suf) {
+				return e
+			}
+		}
+	}
+	return ""
+}
+
+// matchExe matches an executable path against a rule's exe pattern. A
+// pattern without "/" matches the executable's base name; otherwise it
+// matches the whole path, element by element, where an element "**"
+// matches any number of elements (zero included).
+func matchExe(pattern, exe string) bool {
+	if exe == "" {
+		return false
+	}
+	if !strings.Contains(pattern, "/") {
+		ok, _ := path.Match(pattern, path.Base(exe))
+		return ok
+	}
+	return matchElems(strings.Split(pattern, "/"), strings.Split(exe, "/"))
+}
+
+func matchElems(pat, name []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			rest := pat[1:]
+			for i := 0; i <= len(name); i++ {
+				if matchElems(rest, name[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(name) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(pat[0], name[0]); !ok {
+			return false
+		}
+		pat, name = pat[1:], name[1:]
+	}
+	return len(name) == 0
+}
+
+// validGlob checks every element of an exe pattern.
+func validGlob(pattern string) error {
+	for _, e := range strings.Split(pattern, "/") {
+		if e == "**" {
+			continue
+		}
+		if _, err := path.Match(e, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -186,7 +186,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		var strictErr *toml.StrictMissingError
 		if !errors.As(err, &strictErr) {
 			// Syntax or type error: the decode stopped, nothing more to check.
-			return nil, decodeError(source, err)
+			return nil, decodeError(source, err, v.pos)
 		}
 		for i := range strictErr.Errors {
 			de := &strictErr.Errors[i]
@@ -266,6 +266,9 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		}
 	}
 	if len(v.errs) > 0 {
+		slices.SortStableFunc(v.errs, func(a, b error) int {
+			return lineOf(a) - lineOf(b)
+		})
 		return nil, errors.Join(v.errs...)
 	}
 	return c, nil
@@ -477,18 +480,19 @@ func (v *validator) rule(c *Config, i int, fr *fileRule) (Rule, bool) {
 }
 
 // decodeError turns go-toml's syntax and type errors into a *FieldError.
-func decodeError(source string, err error) error {
+func decodeError(source string, err error, pos keyPositions) error {
 	var de *toml.DecodeError
 	if !errors.As(err, &de) {
 		return fmt.Errorf("%s: %w", source, err)
 	}
-	line, _ := de.Position()
+	line, col := de.Position()
+	key := pos.keyAt(line, col, de.Key())
 	msg := strings.TrimPrefix(de.Error(), "toml: ")
 	msg = typeMismatchRE.ReplaceAllStringFunc(msg, func(m string) string {
 		s := typeMismatchRE.FindStringSubmatch(m)
 		return fmt.Sprintf("got %s, want %s", s[1], tomlTypeOf(s[2]))
 	})
-	return &FieldError{Source: source, Line: line, Key: displayKey(de.Key()), Msg: msg}
+	return &FieldError{Source: source, Line: line, Key: key, Msg: msg}
 }
 
 var typeMismatchRE = regexp.MustCompile(`cannot decode TOML (\S+) into (?:struct field \S+ of type )?(\S+)`)
@@ -516,4 +520,12 @@ func tomlTypeOf(t string) string {
 // there, so rules show as plain "rule.lane".
 func displayKey(k toml.Key) string {
 	return strings.Join(k, ".")
+}
+
+func lineOf(err error) int {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Line
+	}
+	return 0
 }

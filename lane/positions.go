@@ -124,3 +124,57 @@ func join(a, b string) string {
 	}
 	return a + "." + b
 }
+
+// keyAt names the key a decode error at line:col is about. go-toml knows
+// the key only down to the table being decoded ("lanes.video.cpu" for an
+// inline table, "rule.comm" without the array index), so the most precise
+// indexed key on that line, at or before the column, whose path extends
+// hint (ignoring array indices) wins; hint itself when none does.
+func (k keyPositions) keyAt(line, col int, hint []string) string {
+	want := strings.Join(hint, ".")
+	if line <= 0 {
+		return want
+	}
+	// Offset of line:col.
+	off, l := 0, 1
+	for l < line && off < len(k.data) {
+		i := strings.IndexByte(string(k.data[off:]), '\n')
+		if i < 0 {
+			break
+		}
+		off += i + 1
+		l++
+	}
+	lineStart := off
+	off += col - 1
+	best, bestOff := want, -1
+	for path, o := range k.offsets {
+		if o < lineStart || o > off || o < bestOff {
+			continue
+		}
+		bare := stripIndices(path)
+		if want != "" && bare != want && !strings.HasPrefix(bare, want+".") {
+			continue
+		}
+		if o > bestOff || len(path) > len(best) {
+			best, bestOff = path, o
+		}
+	}
+	return best
+}
+
+func stripIndices(path string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range path {
+		switch {
+		case r == '[':
+			depth++
+		case r == ']':
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

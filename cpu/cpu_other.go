@@ -1,0 +1,23 @@
+//go:build !linux
+
+package cpu
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lanes-qos/lanes/internal/cgroup"
+)
+
+// New is not supported outside Linux.
+func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
+	return nil, fmt.Errorf("cpu enforcer: %w", errors.ErrUnsupported)
+}
+
+// OnlineCPUs is not supported outside Linux; it returns 0.
+func OnlineCPUs() int { return 0 }
+
+// Threads is not supported outside Linux.
+func Threads(pid int) ([]int, error) {
+	return nil, fmt.Errorf("list threads: %w", errors.ErrUnsupported)
+}

@@ -1,0 +1,177 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/lane"
+)
+
+const whoProcess = 1 // IOPRIO_WHO_PROCESS: with a TID, that one thread
+
+func ioprioGet(tid int) (uint16, error) {
+	r, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, whoProcess, uintptr(tid), 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return uint16(r), nil
+}
+
+func ioprioSet(tid int, raw uint16) error {
+	if _, _, errno := unix.Syscall(unix.SYS_IOPRIO_SET, whoProcess, uintptr(tid), uintptr(raw)); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func threadErr(op string, tid int, err error) error {
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("%s of thread %d: %w", op, tid, &cgroup.ProcessError{PID: tid})
+	}
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%s of thread %d: %w (the realtime class needs CAP_SYS_ADMIN or CAP_SYS_NICE)", op, tid, err)
+	}
+	return fmt.Errorf("%s of thread %d: %w", op, tid, err)
+}
+
+// GetIOPrio reads the I/O class and level of one thread.
+func GetIOPrio(tid int) (lane.IOClass, int, error) {
+	raw, err := ioprioGet(tid)
+	if err != nil {
+		return "", 0, threadErr("get ioprio", tid, err)
+	}
+	return Decode(raw)
+}
+
+// SetIOPrio sets the I/O class and level of one thread. IONone resets it
+// to "none" (the kernel derives the priority from the CPU nice value).
+func SetIOPrio(tid int, c lane.IOClass, level int) error {
+	raw, err := Encode(c, level)
+	if err != nil {
+		return fmt.Errorf("set ioprio of thread %d: %w", tid, err)
+	}
+	if err := ioprioSet(tid, raw); err != nil {
+		return threadErr("set ioprio", tid, err)
+	}
+	return nil
+}
+
+// ApplyProcess sets d's class and level on every thread of pid and returns
+// each changed thread's previous value. The thread list is walked twice to
+// catch threads created during the first walk; threads and children
+// created afterwards inherit the priority on clone. IONone leaves the
+// process alone.
+func ApplyProcess(pid int, d lane.Disk) (Saved, error) {
+	saved := Saved{}
+	if d.Class == lane.IONone {
+		return saved, nil
+	}
+	raw, err := Encode(d.Class, d.Level)
+	if err != nil {
+		return saved, fmt.Errorf("apply ioprio to %d: %w", pid, err)
+	}
+	seen := map[int]bool{}
+	for pass := 0; pass < 2; pass++ {
+		tids, err := threads(pid)
+		if err != nil {
+			return saved, fmt.Errorf("apply ioprio to %d: %w", pid, err)
+		}
+		for _, tid := range tids {
+			if seen[tid] {
+				continue
+			}
+			seen[tid] = true
+			old, err := ioprioGet(tid)
+			if errors.Is(err, unix.ESRCH) {
+				continue // exited meanwhile
+			}
+			if err != nil {
+				return saved, fmt.Errorf("apply ioprio to %d: %w", pid, threadErr("get ioprio", tid, err))
+			}
+			if old == raw {
+				continue
+			}
+			if err := ioprioSet(tid, raw); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					continue
+				}
+				return saved, fmt.Errorf("apply ioprio to %d: %w", pid, threadErr("set ioprio", tid, err))
+			}
+			saved[tid] = old
+		}
+	}
+	return saved, nil
+}
+
+// RestoreProcess puts back the values ApplyProcess saved. Threads that
+// have exited are skipped.
+func RestoreProcess(pid int, s Saved) error {
+	var errs []error
+	for tid, raw := range s {
+		if err := ioprioSet(tid, raw); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, threadErr("restore ioprio", tid, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("restore ioprio of %d: %w", pid, err)
+	}
+	return nil
+}
+
+func threads(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &cgroup.ProcessError{PID: pid}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list threads: %w", err)
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if t, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, t)
+		}
+	}
+	return tids, nil
+}
+
+// New probes the host and returns an enforcer for hierarchy h.
+func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	e := &Enforcer{h: h, logf: logf}
+	e.mech = features.Mechanism{Resource: "disk", OK: true}
+	switch h.Mode {
+	case cgroup.ModeUnified:
+		err := features.HaveCgroupV2Controller("io")
+		switch {
+		case err == nil:
+			e.backend = weightV2
+			e.mech.Backend = "cgroup v2 io.weight + ioprio per thread"
+			e.mech.Preferred = true
+			e.mech.Reason = "io controller in cgroup v2"
+		case errors.Is(err, features.ErrNotSupported):
+			e.mech.Backend = "ioprio per thread"
+			e.mech.Reason = err.Error()
+		default:
+			return nil, fmt.Errorf("disk enforcer: %w", err)
+		}
+	default:
+		if h.BlkioRoot == "" {
+			e.mech.Backend = "ioprio per thread"
+			e.mech.Reason = "no cgroup v1 blkio hierarchy and no io controller in cgroup v2"
+			break
+		}
+		e.backend = weightBFQ
+		e.mech.Backend = "cgroup v1 blkio.bfq.weight (devices scheduled by BFQ) + ioprio per thread"
+		e.mech.Reason = "blkio controller bound to cgroup v1 at " + h.BlkioRoot + "; weights act only on devices using the bfq scheduler, ioprio on bfq and mq-deadline"
+	}
+	return e, nil
+}

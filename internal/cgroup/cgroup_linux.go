@@ -1,0 +1,342 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Detect finds the cgroup hierarchies from /proc/self/mountinfo. On a
+// unified host it makes sure the cpu and io controllers are enabled in the
+// root's cgroup.subtree_control, recording in Enabled those it enabled
+// itself (see Undo).
+func Detect() (*Hierarchy, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("detect cgroups: %w", err)
+	}
+	h, err := DetectAt(string(b))
+	if err != nil {
+		return nil, err
+	}
+	if h.Mode == ModeUnified {
+		if err := h.enable("cpu", "io"); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// enable turns on the controllers that the v2 root offers but does not yet
+// delegate. A controller the kernel does not offer is left for the
+// enforcers' probes to report.
+func (h *Hierarchy) enable(ctrls ...string) error {
+	avail, err := os.ReadFile(filepath.Join(h.V2Root, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("read cgroup v2 controllers: %w", err)
+	}
+	on, err := os.ReadFile(filepath.Join(h.V2Root, "cgroup.subtree_control"))
+	if err != nil {
+		return fmt.Errorf("read cgroup v2 subtree_control: %w", err)
+	}
+	var errs []error
+	for _, c := range ctrls {
+		if !hasWord(string(avail), c) || hasWord(string(on), c) {
+			continue
+		}
+		if err := writeFile(filepath.Join(h.V2Root, "cgroup.subtree_control"), "+"+c); err != nil {
+			errs = append(errs, fmt.Errorf("enable cgroup v2 controller %s: %w", c, err))
+			continue
+		}
+		h.Enabled = append(h.Enabled, c)
+	}
+	return errors.Join(errs...)
+}
+
+// Undo disables the controllers Detect enabled.
+func (h *Hierarchy) Undo() error {
+	var errs []error
+	for i := len(h.Enabled) - 1; i >= 0; i-- {
+		c := h.Enabled[i]
+		if err := writeFile(filepath.Join(h.V2Root, "cgroup.subtree_control"), "-"+c); err != nil {
+			errs = append(errs, fmt.Errorf("disable cgroup v2 controller %s: %w", c, err))
+			continue
+		}
+		h.Enabled = h.Enabled[:i]
+	}
+	return errors.Join(errs...)
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// Create makes the group's directory in every hierarchy. It is idempotent:
+// created is true when at least one directory was new.
+func (g Group) Create() (created bool, err error) {
+	for _, d := range g.Dirs() {
+		err := os.Mkdir(d, 0o755)
+		switch {
+		case err == nil:
+			created = true
+		case errors.Is(err, os.ErrExist):
+		default:
+			return created, fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+	}
+	return created, nil
+}
+
+// Exists reports whether the group's directory exists in every hierarchy.
+func (g Group) Exists() bool {
+	dirs := g.Dirs()
+	for _, d := range dirs {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return len(dirs) > 0
+}
+
+// Remove deletes the group's directory in every hierarchy. A directory
+// that is already gone is not an error.
+func (g Group) Remove() error {
+	var errs []error
+	for _, d := range g.Dirs() {
+		err := unix.Rmdir(d)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT):
+		case errors.Is(err, unix.EBUSY):
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, ErrBusy))
+		default:
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AddProc moves a whole process, all its threads, into the group in every
+// hierarchy. Threads it creates later stay with it; children it forks
+// later start in the group.
+func (g Group) AddProc(pid int) error {
+	dirs := g.Dirs()
+	if len(dirs) == 0 {
+		return fmt.Errorf("move process %d: group %s has no hierarchy", pid, g.name)
+	}
+	for _, d := range dirs {
+		if err := moveProc(d, pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func moveProc(dir string, pid int) error {
+	if pid <= 0 {
+		return fmt.Errorf("move process %d to %s: %w", pid, dir, &ProcessError{PID: pid})
+	}
+	err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("move process %d to %s: %w", pid, dir, &ProcessError{PID: pid})
+	}
+	if err != nil {
+		return fmt.Errorf("move process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// Procs lists the group's member processes (from the v1 cpu hierarchy on
+// hybrid and v1 hosts, from v2 otherwise).
+func (g Group) Procs() ([]int, error) {
+	d := g.membersDir()
+	if d == "" {
+		return nil, fmt.Errorf("list processes of %s: no hierarchy", g.name)
+	}
+	return readPids(filepath.Join(d, "cgroup.procs"))
+}
+
+func readPids(path string) ([]int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		p, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("list processes: parse %s: %w", path, err)
+		}
+		pids = append(pids, p)
+	}
+	return pids, nil
+}
+
+// ProcMembership reads where pid sits in each hierarchy.
+func ProcMembership(pid int) (Membership, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return Membership{}, fmt.Errorf("read cgroups of %d: %w", pid, &ProcessError{PID: pid})
+	}
+	if err != nil {
+		return Membership{}, fmt.Errorf("read cgroups of %d: %w", pid, err)
+	}
+	return ParseMembership(string(b))
+}
+
+// Restore moves pid back to the groups recorded in m, in each hierarchy
+// lanes manages (v2, cpu, blkio). Used when the daemon stops.
+func (h *Hierarchy) Restore(pid int, m Membership) error {
+	var errs []error
+	type target struct{ root, path string }
+	var targets []target
+	if h.CPURoot != "" {
+		if p, ok := m.V1["cpu"]; ok {
+			targets = append(targets, target{h.CPURoot, p})
+		}
+	}
+	if h.BlkioRoot != "" && h.BlkioRoot != h.CPURoot {
+		if p, ok := m.V1["blkio"]; ok {
+			targets = append(targets, target{h.BlkioRoot, p})
+		}
+	}
+	if h.V2Root != "" && m.V2 != "" {
+		targets = append(targets, target{h.V2Root, m.V2})
+	}
+	for _, t := range targets {
+		if err := moveProc(filepath.Join(t.root, filepath.Clean("/"+t.path)), pid); err != nil {
+			var pe *ProcessError
+			if errors.As(err, &pe) {
+				return fmt.Errorf("restore process %d: %w", pid, err)
+			}
+			errs = append(errs, fmt.Errorf("restore process %d: %w", pid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ListGroups finds the top-level groups whose names start with prefix in
+// any hierarchy, e.g. leftovers of a crashed daemon ("lanes-").
+func (h *Hierarchy) ListGroups(prefix string) ([]Group, error) {
+	names := map[string]bool{}
+	for _, root := range []string{h.CPURoot, h.BlkioRoot, h.V2Root} {
+		if root == "" {
+			continue
+		}
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			return nil, fmt.Errorf("list groups in %s: %w", root, err)
+		}
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+				names[e.Name()] = true
+			}
+		}
+	}
+	var out []Group
+	for _, n := range sortedNames(names) {
+		out = append(out, h.Group(n))
+	}
+	return out, nil
+}
+
+// Descendants returns every descendant process of pid (children,
+// grandchildren, ...), read from /proc/PID/task/*/children, or by scanning
+// /proc when the kernel lacks that file.
+func Descendants(pid int) ([]int, error) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+		return nil, fmt.Errorf("list descendants of %d: %w", pid, &ProcessError{PID: pid})
+	}
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/children"); err != nil {
+		return descendantsByScan(pid)
+	}
+	seen := map[int]bool{}
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err != nil || seen[c] || c == pid {
+					continue
+				}
+				seen[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	return sortedInts(seen), nil
+}
+
+func descendantsByScan(pid int) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list descendants of %d: %w", pid, err)
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		pp, err := ParentPID(p)
+		if err != nil {
+			continue
+		}
+		children[pp] = append(children[pp], p)
+	}
+	seen := map[int]bool{}
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if !seen[c] {
+				seen[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	return sortedInts(seen), nil
+}
+
+// ParentPID reads the parent of pid from /proc/PID/stat.
+func ParentPID(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read parent of %d: %w", pid, &ProcessError{PID: pid})
+	}
+	// The command name is in parentheses and may contain anything.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("read parent of %d: malformed stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, fmt.Errorf("read parent of %d: malformed stat", pid)
+	}
+	pp, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, fmt.Errorf("read parent of %d: %w", pid, err)
+	}
+	return pp, nil
+}

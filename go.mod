@@ -27,3 +27,5 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.61.1 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -180,7 +180,7 @@ func (h *Hierarchy) Group(name string) Group {
 	if h.CPURoot != "" {
 		g.cpu = filepath.Join(h.CPURoot, name)
 	}
-	if h.BlkioRoot != "" && h.BlkioRoot != h.CPURoot {
+	if h.BlkioRoot != "" {
 		g.blkio = filepath.Join(h.BlkioRoot, name)
 	}
 	return g
@@ -201,8 +201,8 @@ func (g Group) V2Path() string { return g.v2 }
 func (g Group) Dirs() []string {
 	var dirs []string
 	for _, d := range []string{g.cpu, g.blkio, g.v2} {
-		if d != "" {
-			dirs = append(dirs, d)
+		if d != "" && (len(dirs) == 0 || dirs[len(dirs)-1] != d) {
+			dirs = append(dirs, d) // co-mounted cpu,blkio share one
 		}
 	}
 	return dirs

@@ -1,0 +1,170 @@
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lanes-qos/lanes/internal/features"
+)
+
+// Version of this build's API. The daemon sends it in VersionHeader; the
+// client warns when the two differ.
+const Version = "0.1.0"
+
+// VersionHeader carries the daemon's version on every response.
+const VersionHeader = "Lanes-Version"
+
+// DefaultSocket is where lanesd listens unless configured otherwise.
+const DefaultSocket = "/run/lanes/lanes.sock"
+
+// Routes, all under /v1/. Keep sorted.
+const (
+	RouteDoctor = "/v1/doctor" // GET: mechanisms and backends
+	RouteLanes  = "/v1/lanes"  // GET: lanes, settings, members, usage
+	RouteMove   = "/v1/move"   // POST MoveRequest: put processes into a lane
+	RouteProcs  = "/v1/procs"  // GET: processes in lanes
+	RouteReload = "/v1/reload" // POST: reread the config file
+	RouteStatus = "/v1/status" // GET: daemon status and health
+)
+
+// Error codes: stable strings clients may test.
+const (
+	CodeBadRequest  = "bad-request"    // malformed body or parameters
+	CodeUnknownLane = "unknown-lane"   // the lane does not exist
+	CodeNoProcess   = "no-process"     // a PID does not exist (or exited during the request)
+	CodeForbidden   = "forbidden"      // the caller may not do this
+	CodeConfig      = "config-invalid" // a reload found an invalid config; the running one is kept
+	CodeInternal    = "internal"       // the daemon failed applying the change (nothing was kept)
+	CodeNotFound    = "not-found"      // no such route
+	CodeMethod      = "method"         // wrong HTTP method
+)
+
+// Error is the body of every non-2xx response.
+type Error struct {
+	Message string `json:"error"`
+	Code    string `json:"code"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf builds an *Error with a code.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// MoveRequest asks to put processes (and their descendants) into a lane.
+type MoveRequest struct {
+	PIDs []int  `json:"pids"`
+	Lane string `json:"lane"`
+}
+
+// MoveResponse lists what was moved: each requested PID with its
+// descendants that moved along.
+type MoveResponse struct {
+	Lane  string `json:"lane"`
+	Moved []int  `json:"moved"`
+}
+
+// CPUSettings of a lane on the wire.
+type CPUSettings struct {
+	Weight     int     `json:"weight"`
+	Idle       bool    `json:"idle"`
+	CapPercent float64 `json:"cap_percent,omitempty"`
+}
+
+// DiskSettings of a lane on the wire.
+type DiskSettings struct {
+	Class  string `json:"class,omitempty"`
+	Level  int    `json:"level"`
+	Weight int    `json:"weight,omitempty"`
+}
+
+// NetSettings of a lane on the wire (rates in bit/s).
+type NetSettings struct {
+	Priority int    `json:"priority"`
+	Rate     uint64 `json:"rate,omitempty"`
+	Ceil     uint64 `json:"ceil,omitempty"`
+	Borrow   bool   `json:"borrow"`
+}
+
+// NetCounters are a lane's traffic-class counters on one interface and direction.
+type NetCounters struct {
+	Iface     string  `json:"iface"`
+	Direction string  `json:"direction"` // "egress" or "ingress"
+	Bytes     uint64  `json:"bytes"`
+	Packets   uint64  `json:"packets"`
+	Drops     uint64  `json:"drops"`
+	Backlog   uint64  `json:"backlog_bytes"`
+	RateBps   float64 `json:"rate_bps"`
+}
+
+// Lane describes one lane, its settings and its current members.
+type Lane struct {
+	Name         string        `json:"name"`
+	Default      bool          `json:"default,omitempty"`
+	Unprivileged bool          `json:"unprivileged"`
+	CPU          CPUSettings   `json:"cpu"`
+	Disk         DiskSettings  `json:"disk"`
+	Net          NetSettings   `json:"net"`
+	Cgroup       string        `json:"cgroup"`
+	Members      []int         `json:"members"`
+	CPUTime      time.Duration `json:"cpu_time_ns"`
+	NetCounters  []NetCounters `json:"net_counters,omitempty"`
+}
+
+// LanesResponse is the body of GET /v1/lanes.
+type LanesResponse struct {
+	Lanes []Lane `json:"lanes"`
+}
+
+// Proc is one process in a lane.
+type Proc struct {
+	PID     int    `json:"pid"`
+	Lane    string `json:"lane"`
+	Comm    string `json:"comm"`
+	UID     int    `json:"uid"`
+	Threads int    `json:"threads"`
+	IOClass string `json:"io_class"`
+	// Why: "move" (lanes move/run), "rule:<line>" (a config rule), or
+	// "inherited" (forked from a member).
+	Why string `json:"why"`
+}
+
+// ProcsResponse is the body of GET /v1/procs.
+type ProcsResponse struct {
+	Procs []Proc `json:"procs"`
+}
+
+// Health is one problem the daemon has met and carries on with.
+type Health struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Version    string    `json:"version"`
+	PID        int       `json:"pid"`
+	Started    time.Time `json:"started"`
+	Config     string    `json:"config"`
+	ConfigLoad time.Time `json:"config_loaded"`
+	// ConfigError is set when the last reload failed (the running config was kept).
+	ConfigError string               `json:"config_error,omitempty"`
+	StateDB     string               `json:"state_db"`
+	Events      string               `json:"events"` // "proc connector" or "polling"
+	Mechanisms  []features.Mechanism `json:"mechanisms"`
+	Lanes       []Lane               `json:"lanes"`
+	Health      []Health             `json:"health,omitempty"`
+}
+
+// DoctorResponse is the body of GET /v1/doctor.
+type DoctorResponse struct {
+	Kernel     string               `json:"kernel"`
+	Mechanisms []features.Mechanism `json:"mechanisms"`
+}
+
+// ReloadResponse is the body of POST /v1/reload.
+type ReloadResponse struct {
+	Config string   `json:"config"`
+	Lanes  []string `json:"lanes"`
+}

@@ -1,0 +1,228 @@
+package netsched
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/lanes-qos/lanes/lane"
+)
+
+// Major is the fixed major handle of every qdisc tree lanes builds ("4c4e:").
+// A root qdisc with this handle is lanes' own, which is how Cleanup
+// recognises the leftovers of a crashed run. A lane's class id is
+// Major<<16 | minor, and a socket whose priority equals that id is
+// scheduled in that lane (HTB takes skb->priority as a leaf class id).
+const Major = 0x4c4e
+
+// leafMajorBase + minor is the major handle of a lane's leaf qdisc.
+const leafMajorBase = 0x4d00
+
+// Class minors: the root class, the built-in lanes, then user lanes in
+// config order.
+const (
+	rootMinor        = 0x1
+	interactiveMinor = 0x10
+	normalMinor      = 0x11
+	backgroundMinor  = 0x12
+	firstUserMinor   = 0x20
+	maxMinor         = 0xff
+)
+
+// MTU is the packet size (Ethernet frame with header) that FIFO limits
+// assume.
+const MTU = 1514
+
+// minRate is the smallest guaranteed rate a class gets, in bits/s.
+const minRate = 8000
+
+// Default leaf target delays.
+const (
+	defaultTarget            = 20 * time.Millisecond
+	defaultInteractiveTarget = 5 * time.Millisecond
+)
+
+// LeafKind is the qdisc at the leaf of each lane class.
+type LeafKind string
+
+// Leaf kinds lanes builds.
+const (
+	// LeafFqCodel is fq_codel with the lane's target delay (preferred).
+	LeafFqCodel LeafKind = "fq_codel"
+	// LeafBfifo is a byte FIFO holding the lane's target delay at its
+	// ceiling rate (fallback where fq_codel is missing).
+	LeafBfifo LeafKind = "bfifo"
+)
+
+// ClassID returns the tc handle major:minor as one number.
+func ClassID(major, minor uint16) uint32 { return uint32(major)<<16 | uint32(minor) }
+
+// Class is one lane's HTB leaf class and its leaf qdisc.
+type Class struct {
+	Lane    string   `json:"lane"`
+	ClassID uint32   `json:"classid"` // Major:minor; also the socket priority of the lane
+	Prio    uint32   `json:"prio"`    // HTB priority, 0 (first) .. 7
+	Rate    uint64   `json:"rate"`    // guaranteed, bits/s
+	Ceil    uint64   `json:"ceil"`    // most it may use, bits/s
+	Leaf    LeafKind `json:"leaf"`
+	// LeafHandle is the leaf qdisc's handle (major:0).
+	LeafHandle uint32 `json:"leaf_handle"`
+	// Limit is the leaf queue limit: bytes for bfifo, packets for fq_codel
+	// (0: the kernel default).
+	Limit  uint32        `json:"limit"`
+	Target time.Duration `json:"target_ns"`
+}
+
+// Plan is the desired tree of one interface. The same tree is built on the
+// interface (upload) and, with Ingress, on its IFB (download).
+type Plan struct {
+	Iface   string  `json:"iface"`
+	Rate    uint64  `json:"rate"` // bits/s: the rate of the root class
+	Ingress bool    `json:"ingress"`
+	Default uint32  `json:"default"` // class id of unclassified packets (the default lane)
+	Classes []Class `json:"classes"`
+}
+
+// Class returns the class of the named lane.
+func (p Plan) Class(laneName string) (Class, bool) {
+	for _, c := range p.Classes {
+		if c.Lane == laneName {
+			return c, true
+		}
+	}
+	return Class{}, false
+}
+
+// ErrBadPlan is wrapped by every BuildPlan error.
+var ErrBadPlan = errors.New("bad network plan")
+
+// BuildPlan computes the tree for iface from cfg. It is pure and
+// deterministic.
+//
+// Rates: a lane's Rate is guaranteed as configured. A borrowing lane without
+// a rate (background) is guaranteed only 1% of the interface rate and is
+// served last, so it gets what the others leave idle. The other lanes
+// without a rate share what remains equally. Every lane's ceiling is its
+// Ceil, or the interface rate. HTB lends idle capacity by priority: lower
+// Prio borrows first.
+func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
+	if cfg == nil {
+		return Plan{}, fmt.Errorf("%w: no configuration", ErrBadPlan)
+	}
+	if iface == "" {
+		return Plan{}, fmt.Errorf("%w: no interface", ErrBadPlan)
+	}
+	if leaf != LeafFqCodel && leaf != LeafBfifo {
+		return Plan{}, fmt.Errorf("%w: unknown leaf qdisc %q", ErrBadPlan, leaf)
+	}
+	link := cfg.Net.Rate
+	if link == 0 {
+		return Plan{}, fmt.Errorf("%w: interface %s: net.rate is unset or zero", ErrBadPlan, iface)
+	}
+	if link < minRate {
+		return Plan{}, fmt.Errorf("%w: interface %s: net.rate %s is below the minimum %s", ErrBadPlan, iface, lane.FormatRate(link), lane.FormatRate(minRate))
+	}
+	names := laneOrder(cfg)
+	if len(names) == 0 {
+		return Plan{}, fmt.Errorf("%w: no lanes", ErrBadPlan)
+	}
+	p := Plan{Iface: iface, Rate: link, Ingress: cfg.Net.Ingress}
+
+	floor := max(link/100, minRate)
+	var fixed uint64
+	var shared []int // indexes of lanes sharing the remainder
+	next := uint16(firstUserMinor)
+	for _, name := range names {
+		l := cfg.Lanes[name]
+		var minor uint16
+		switch name {
+		case lane.Interactive:
+			minor = interactiveMinor
+		case lane.Normal:
+			minor = normalMinor
+		case lane.Background:
+			minor = backgroundMinor
+		default:
+			if next > maxMinor {
+				return Plan{}, fmt.Errorf("%w: more than %d lanes", ErrBadPlan, maxMinor-firstUserMinor+4)
+			}
+			minor, next = next, next+1
+		}
+		n := l.Net
+		if n.Priority < 0 || n.Priority > 7 {
+			return Plan{}, fmt.Errorf("%w: lane %s: priority %d is outside 0..7", ErrBadPlan, name, n.Priority)
+		}
+		c := Class{
+			Lane:       name,
+			ClassID:    ClassID(Major, minor),
+			Prio:       uint32(n.Priority),
+			Ceil:       link,
+			Leaf:       leaf,
+			LeafHandle: ClassID(leafMajorBase+minor, 0),
+			Target:     n.Target,
+		}
+		if n.Ceil != 0 {
+			c.Ceil = min(n.Ceil, link)
+		}
+		switch {
+		case n.Rate != 0:
+			c.Rate = n.Rate
+			fixed += n.Rate
+		case n.Borrow:
+			c.Rate = floor
+			fixed += floor
+		default:
+			shared = append(shared, len(p.Classes))
+		}
+		if c.Rate > c.Ceil {
+			return Plan{}, fmt.Errorf("%w: lane %s: rate %s exceeds its ceiling %s", ErrBadPlan, name, lane.FormatRate(c.Rate), lane.FormatRate(c.Ceil))
+		}
+		if c.Target == 0 {
+			c.Target = defaultTarget
+			if name == lane.Interactive {
+				c.Target = defaultInteractiveTarget
+			}
+		}
+		if leaf == LeafBfifo {
+			c.Limit = uint32(max(2*MTU, c.Ceil/8*uint64(c.Target)/uint64(time.Second)))
+		}
+		p.Classes = append(p.Classes, c)
+		if name == cfg.Default {
+			p.Default = c.ClassID
+		}
+	}
+	if fixed > link {
+		return Plan{}, fmt.Errorf("%w: interface %s: the lanes' guaranteed rates sum to %s, more than net.rate %s", ErrBadPlan, iface, lane.FormatRate(fixed), lane.FormatRate(link))
+	}
+	if len(shared) > 0 {
+		each := max((link-fixed)/uint64(len(shared)), minRate)
+		for _, i := range shared {
+			p.Classes[i].Rate = min(each, p.Classes[i].Ceil)
+		}
+	}
+	if p.Default == 0 {
+		return Plan{}, fmt.Errorf("%w: default lane %q has no class", ErrBadPlan, cfg.Default)
+	}
+	return p, nil
+}
+
+// laneOrder returns the lanes in cfg.Order, then any others sorted by name.
+func laneOrder(cfg *lane.Config) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range cfg.Order {
+		if cfg.Lanes[n] != nil && !seen[n] {
+			names = append(names, n)
+			seen[n] = true
+		}
+	}
+	var rest []string
+	for n := range cfg.Lanes {
+		if !seen[n] && cfg.Lanes[n] != nil {
+			rest = append(rest, n)
+		}
+	}
+	slices.Sort(rest)
+	return append(names, rest...)
+}

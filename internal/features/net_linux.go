@@ -1,0 +1,175 @@
+package features
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	ebpffeatures "github.com/cilium/ebpf/features"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+var qdiscProbes = map[string]*Probe{}
+
+// HaveQdisc says whether the kernel has the qdisc kind (e.g. "fq_codel",
+// "htb", "bfifo", "clsact"). The probe is conclusive: it creates the qdisc
+// on the loopback device of a throwaway network namespace.
+func HaveQdisc(kind string) error {
+	return probeFor(qdiscProbes, "qdisc "+kind, func() error { return probeQdisc(kind) }).Result()
+}
+
+func probeQdisc(kind string) error {
+	return inThrowawayNetns(func(h *netlink.Handle) error {
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return fmt.Errorf("find lo: %w", err)
+		}
+		parent := uint32(netlink.HANDLE_ROOT)
+		if kind == "clsact" || kind == "ingress" {
+			parent = netlink.HANDLE_CLSACT
+		}
+		attrs := netlink.QdiscAttrs{LinkIndex: lo.Attrs().Index, Parent: parent, Handle: netlink.MakeHandle(1, 0)}
+		var q netlink.Qdisc
+		switch kind {
+		case "htb":
+			q = netlink.NewHtb(attrs)
+		case "fq_codel":
+			q = netlink.NewFqCodel(attrs)
+		case "clsact":
+			attrs.Handle = netlink.MakeHandle(0xffff, 0)
+			q = &netlink.Clsact{QdiscAttrs: attrs}
+		case "tbf":
+			q = &netlink.Tbf{QdiscAttrs: attrs, Rate: 125000, Limit: 10000, Buffer: 10000}
+		default:
+			q = &netlink.GenericQdisc{QdiscAttrs: attrs, QdiscType: kind}
+		}
+		err = h.QdiscAdd(q)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP):
+			return Missing("qdisc "+kind, "CONFIG_NET_SCH_"+kconfigName(kind), err)
+		default:
+			return fmt.Errorf("add qdisc %s on lo: %w", kind, err)
+		}
+	})
+}
+
+func kconfigName(kind string) string {
+	switch kind {
+	case "bfifo", "pfifo":
+		return "FIFO"
+	case "clsact", "ingress":
+		return "INGRESS"
+	}
+	b := []byte(kind)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case c == '-':
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+var ifbProbe = &Probe{Name: "ifb device", Fn: func() error {
+	return inThrowawayNetns(func(h *netlink.Handle) error {
+		err := h.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "lanesprobe0"}})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOENT):
+			return Missing("ifb device", "CONFIG_IFB", err)
+		default:
+			return fmt.Errorf("add ifb link: %w", err)
+		}
+	})
+}}
+
+// HaveIFB says whether IFB devices can be created (download shaping).
+func HaveIFB() error { return ifbProbe.Result() }
+
+var bpfHelperProbes = map[string]*Probe{}
+
+// HaveBPFHelper says whether programs of type pt may call helper fn on this
+// kernel (the verifier is asked, not the version).
+func HaveBPFHelper(pt ebpf.ProgramType, fn asm.BuiltinFunc) error {
+	name := fmt.Sprintf("bpf helper %v in %v", fn, pt)
+	return probeFor(bpfHelperProbes, name, func() error {
+		return bpfAnswer(name, ebpffeatures.HaveProgramHelper(pt, fn))
+	}).Result()
+}
+
+// HaveBPFProgramType says whether programs of type pt can be loaded.
+func HaveBPFProgramType(pt ebpf.ProgramType) error {
+	name := fmt.Sprintf("bpf program type %v", pt)
+	return probeFor(bpfHelperProbes, name, func() error {
+		return bpfAnswer(name, ebpffeatures.HaveProgramType(pt))
+	}).Result()
+}
+
+// bpfAnswer turns cilium/ebpf's "not supported" into ours.
+func bpfAnswer(name string, err error) error {
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return Missing(name, "", err)
+	}
+	return err
+}
+
+// inThrowawayNetns runs fn with a netlink handle in a new network namespace
+// that is destroyed afterwards. The calling thread is never left in it: the
+// namespace is entered on a dedicated, locked thread that is discarded if
+// it cannot go back.
+func inThrowawayNetns(fn func(h *netlink.Handle) error) error {
+	type result struct {
+		h   *netlink.Handle
+		ns  netns.NsHandle
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("get current netns: %w", err)}
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.New()
+		if err != nil {
+			// netns.New may have failed after unshare; do not reuse the thread.
+			ch <- result{err: fmt.Errorf("create netns: %w", err)}
+			return
+		}
+		h, herr := netlink.NewHandleAt(ns)
+		if err := netns.Set(orig); err != nil {
+			ns.Close()
+			if h != nil {
+				h.Close()
+			}
+			ch <- result{err: fmt.Errorf("return to netns: %w", err)} // thread stays locked and dies
+			return
+		}
+		runtime.UnlockOSThread()
+		if herr != nil {
+			ns.Close()
+			ch <- result{err: fmt.Errorf("netlink handle in netns: %w", herr)}
+			return
+		}
+		ch <- result{h: h, ns: ns}
+	}()
+	r := <-ch
+	if r.err != nil {
+		return r.err
+	}
+	defer r.ns.Close()
+	defer r.h.Close()
+	return fn(r.h)
+}

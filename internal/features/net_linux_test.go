@@ -1,0 +1,46 @@
+package features
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/lanes-qos/lanes/internal/testutil"
+)
+
+// TestNetProbes checks that the network probes give conclusive answers and
+// agree with each other: a kind that does not exist must be reported
+// missing, and HTB (which lanes needs, and this kernel has) present.
+func TestNetProbes(t *testing.T) {
+	testutil.RequireRoot(t)
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"qdisc htb", HaveQdisc("htb")},
+		{"qdisc bfifo", HaveQdisc("bfifo")},
+		{"qdisc clsact", HaveQdisc("clsact")},
+		{"qdisc fq_codel", HaveQdisc("fq_codel")},
+		{"qdisc no-such-kind", HaveQdisc("lanesnosuch")},
+		{"ifb", HaveIFB()},
+		{"cgroup sock program", HaveBPFProgramType(ebpf.CGroupSock)},
+		{"sk_lookup_tcp in tc", HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp)},
+		{"sk_cgroup_id in tc", HaveBPFHelper(ebpf.SchedCLS, asm.FnSkCgroupId)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.err != nil && !errors.Is(tt.err, ErrNotSupported) {
+				t.Fatalf("inconclusive: %v", tt.err)
+			}
+			t.Logf("%s: %v", tt.name, tt.err)
+		})
+	}
+	if err := HaveQdisc("lanesnosuch"); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("HaveQdisc(lanesnosuch) = %v, want ErrNotSupported", err)
+	}
+	if err := HaveQdisc("htb"); err != nil {
+		t.Errorf("HaveQdisc(htb) = %v; lanes needs HTB", err)
+	}
+}

@@ -1,0 +1,24 @@
+//go:build !linux
+
+package features
+
+import (
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// HaveQdisc says whether the kernel has the qdisc kind.
+func HaveQdisc(kind string) error { return Missing("qdisc "+kind, "Linux", nil) }
+
+// HaveIFB says whether IFB devices can be created.
+func HaveIFB() error { return Missing("ifb device", "Linux", nil) }
+
+// HaveBPFHelper says whether programs of type pt may call helper fn.
+func HaveBPFHelper(pt ebpf.ProgramType, fn asm.BuiltinFunc) error {
+	return Missing("bpf helper "+fn.String(), "Linux", nil)
+}
+
+// HaveBPFProgramType says whether programs of type pt can be loaded.
+func HaveBPFProgramType(pt ebpf.ProgramType) error {
+	return Missing("bpf program type "+pt.String(), "Linux", nil)
+}

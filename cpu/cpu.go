@@ -124,32 +124,12 @@ func plan(b backend, s lane.CPU, ncpu int, groupIdle bool) []Setting {
 	return out
 }
 
-// Files reads and writes a group's controller files. cgroup.Group does it
-// for real; tests wrap it to count writes.
-type Files interface {
-	ReadFile(g cgroup.Group, ctrl, file string) (string, error)
-	WriteFile(g cgroup.Group, ctrl, file, value string) error
-}
-
-// GroupFiles is Files on the real cgroup filesystem.
-type GroupFiles struct{}
-
-// ReadFile reads a controller file of g.
-func (GroupFiles) ReadFile(g cgroup.Group, ctrl, file string) (string, error) {
-	return g.ReadFile(ctrl, file)
-}
-
-// WriteFile writes a controller file of g.
-func (GroupFiles) WriteFile(g cgroup.Group, ctrl, file, value string) error {
-	return g.WriteFile(ctrl, file, value)
-}
-
 // Enforcer applies lanes' CPU settings to groups with the backend chosen
 // by New.
 type Enforcer struct {
 	h         *cgroup.Hierarchy
 	logf      func(format string, args ...any)
-	files     Files
+	files     cgroup.Files
 	backend   backend
 	groupIdle bool // cpu.idle exists; else SCHED_IDLE per thread
 	ncpu      int
@@ -260,3 +240,29 @@ func (e *Enforcer) Usage(g cgroup.Group) (time.Duration, error) {
 
 // Mechanism says which backend is in use and why, for `lanes doctor`.
 func (e *Enforcer) Mechanism() features.Mechanism { return e.mech }
+
+// countCPUList counts the CPUs of a list such as "0-3,8,10-11".
+func countCPUList(s string) (int, error) {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0, fmt.Errorf("parse cpu list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return 0, fmt.Errorf("parse cpu list %q: %w", s, err)
+			}
+		}
+		if b < a {
+			return 0, fmt.Errorf("parse cpu list %q: descending range", s)
+		}
+		n += b - a + 1
+	}
+	return n, nil
+}

@@ -20,7 +20,7 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	e := &Enforcer{h: h, logf: logf, files: GroupFiles{}, ncpu: OnlineCPUs(), threads: schedThreads{}}
+	e := &Enforcer{h: h, logf: logf, files: cgroup.FS{}, ncpu: OnlineCPUs(), threads: schedThreads{}}
 	e.mech = features.Mechanism{Resource: "cpu", OK: true}
 	switch h.Mode {
 	case cgroup.ModeUnified:
@@ -78,32 +78,6 @@ func OnlineCPUs() int {
 		return runtime.NumCPU()
 	}
 	return n
-}
-
-// countCPUList counts the CPUs of a list such as "0-3,8,10-11".
-func countCPUList(s string) (int, error) {
-	n := 0
-	for _, part := range strings.Split(s, ",") {
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return 0, fmt.Errorf("parse cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return 0, fmt.Errorf("parse cpu list %q: %w", s, err)
-			}
-		}
-		if b < a {
-			return 0, fmt.Errorf("parse cpu list %q: descending range", s)
-		}
-		n += b - a + 1
-	}
-	return n, nil
 }
 
 // schedThreads sets scheduling policies with sched_setattr(2).

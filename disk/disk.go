@@ -95,6 +95,7 @@ func weightSetting(b weightBackend, w int) (ctrl, file, value string, ok bool) {
 type Enforcer struct {
 	h       *cgroup.Hierarchy
 	logf    func(format string, args ...any)
+	files   cgroup.Files
 	backend weightBackend
 	mech    features.Mechanism
 }
@@ -112,14 +113,14 @@ func (e *Enforcer) Apply(g cgroup.Group, d lane.Disk) error {
 	if !g.HasFile(ctrl, file) {
 		return nil // e.g. no BFQ-scheduled device: ioprio only
 	}
-	cur, err := g.ReadFile(ctrl, file)
+	cur, err := e.files.ReadFile(g, ctrl, file)
 	if err != nil {
 		return fmt.Errorf("apply disk settings to %s: %w", g.Name(), err)
 	}
 	if sameWeight(cur, value) {
 		return nil
 	}
-	if err := g.WriteFile(ctrl, file, value); err != nil {
+	if err := e.files.WriteFile(g, ctrl, file, value); err != nil {
 		return fmt.Errorf("apply disk settings to %s: %w", g.Name(), err)
 	}
 	e.logf("disk: %s: %s %q -> %q", g.Name(), file, cur, value)

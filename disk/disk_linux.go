@@ -146,7 +146,7 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	e := &Enforcer{h: h, logf: logf}
+	e := &Enforcer{h: h, logf: logf, files: cgroup.FS{}}
 	e.mech = features.Mechanism{Resource: "disk", OK: true}
 	switch h.Mode {
 	case cgroup.ModeUnified:

@@ -364,3 +364,20 @@ func sortedNames(set map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Files reads and writes groups' controller files. FS does it on the real
+// filesystem; enforcers take a Files so that a test can count the writes
+// an Apply issues.
+type Files interface {
+	ReadFile(g Group, ctrl, file string) (string, error)
+	WriteFile(g Group, ctrl, file, value string) error
+}
+
+// FS is Files on the mounted cgroup filesystems.
+type FS struct{}
+
+// ReadFile reads a controller file of g.
+func (FS) ReadFile(g Group, ctrl, file string) (string, error) { return g.ReadFile(ctrl, file) }
+
+// WriteFile writes a controller file of g.
+func (FS) WriteFile(g Group, ctrl, file, value string) error { return g.WriteFile(ctrl, file, value) }

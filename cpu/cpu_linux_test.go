@@ -1,0 +1,282 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/testutil"
+	"github.com/lanes-qos/lanes/lane"
+)
+
+// countingFiles records every write it passes on.
+type countingFiles struct {
+	cgroup.FS
+	writes []string
+}
+
+func (c *countingFiles) WriteFile(g cgroup.Group, ctrl, file, value string) error {
+	c.writes = append(c.writes, file+"="+value)
+	return c.FS.WriteFile(g, ctrl, file, value)
+}
+
+// setup detects the host, builds an enforcer and creates n test groups,
+// all removed when the test ends.
+func setup(t *testing.T, n int) (*cgroup.Hierarchy, *Enforcer, []cgroup.Group) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Undo(); err != nil {
+			t.Error(err)
+		}
+	})
+	e, err := New(h, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cpu mechanism: %+v", e.Mechanism())
+	var groups []cgroup.Group
+	for i := 0; i < n; i++ {
+		g := h.Group(testutil.UniqueName("lanes-t"))
+		if _, err := g.Create(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				err := g.Remove()
+				if err == nil {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("remove %s: %v", g.Name(), err)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		groups = append(groups, g)
+	}
+	return h, e, groups
+}
+
+// TestApplyIdempotentTransitions applies lane settings in random order
+// and checks that each Apply leaves the files as planned and that applying
+// the same settings again writes nothing.
+func TestApplyIdempotentTransitions(t *testing.T) {
+	_, e, gs := setup(t, 1)
+	g := gs[0]
+	cf := &countingFiles{}
+	e.files = cf
+	states := []lane.CPU{
+		{},
+		{Weight: 1000},
+		{Weight: 10, Idle: true},
+		{Weight: 100, CapPercent: 20},
+		{Idle: true, CapPercent: 5},
+		{Weight: 1},
+		{Weight: 10000, CapPercent: 100},
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	order := rng.Perm(len(states))
+	order = append(order, rng.Perm(len(states))...)
+	for _, i := range order {
+		s := states[i]
+		if err := e.Apply(g, s); err != nil {
+			t.Fatalf("Apply(%+v): %v", s, err)
+		}
+		for _, st := range plan(e.backend, s, e.ncpu, e.groupIdle) {
+			cur, err := g.ReadFile(st.Ctrl, st.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameValue(cur, st.Value) {
+				t.Errorf("after Apply(%+v): %s = %q, want %q", s, st.File, cur, st.Value)
+			}
+		}
+		cf.writes = nil
+		if err := e.Apply(g, s); err != nil {
+			t.Fatalf("second Apply(%+v): %v", s, err)
+		}
+		if len(cf.writes) != 0 {
+			t.Errorf("second Apply(%+v) wrote %v, want nothing", s, cf.writes)
+		}
+	}
+	if err := e.Reset(g); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range plan(e.backend, lane.CPU{}, e.ncpu, e.groupIdle) {
+		if cur, _ := g.ReadFile(st.Ctrl, st.File); !sameValue(cur, st.Value) {
+			t.Errorf("after Reset: %s = %q, want %q", st.File, cur, st.Value)
+		}
+	}
+}
+
+// cpuTime is the CPU time pid has used (utime+stime of /proc/PID/stat).
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// f[0] is field 3 (state): utime and stime are fields 14 and 15.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("parse %s: %v %v", s, err1, err2)
+	}
+	const userHZ = 100 // USER_HZ, fixed by the Linux ABI
+	return time.Duration(ut+st) * time.Second / userHZ
+}
+
+// TestIdleYieldsToInteractive pins two busy loops to one CPU, one in an
+// interactive group (weight 1000), one in a background group (idle), and
+// checks that the interactive loop gets at least 95 % of what the two get.
+func TestIdleYieldsToInteractive(t *testing.T) {
+	_, e, gs := setup(t, 2)
+	inter, bg := gs[0], gs[1]
+	if err := e.Apply(inter, lane.CPU{Weight: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	bgSettings := lane.CPU{Weight: 10, Idle: true}
+	if err := e.Apply(bg, bgSettings); err != nil {
+		t.Fatal(err)
+	}
+	cpu := OnlineCPUs() - 1
+	ci := startChild(t, fmt.Sprintf("spin 12s %d", cpu))
+	cb := startChild(t, fmt.Sprintf("spin 12s %d", cpu))
+	ci.line(t)
+	cb.line(t)
+	if err := inter.AddProc(ci.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := bg.AddProc(cb.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.JoinThreads(cb.pid(), bgSettings); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	i0, b0, w0 := cpuTime(t, ci.pid()), cpuTime(t, cb.pid()), time.Now()
+	time.Sleep(5 * time.Second)
+	i1, b1, wall := cpuTime(t, ci.pid()), cpuTime(t, cb.pid()), time.Since(w0)
+	di, db := i1-i0, b1-b0
+	share := float64(di) / float64(di+db)
+	t.Logf("CPU %d over %v: interactive %v (%.1f%% of the CPU), background %v (%.1f%%); interactive share %.2f%%",
+		cpu, wall.Round(time.Millisecond), di, 100*float64(di)/float64(wall), db, 100*float64(db)/float64(wall), 100*share)
+	if di+db < wall/2 {
+		t.Fatalf("the two loops got only %v of %v on CPU %d", di+db, wall, cpu)
+	}
+	if share < 0.95 {
+		t.Errorf("interactive loop got %.1f%% of the pinned CPU's time used by both, want >= 95%%", 100*share)
+	}
+}
+
+// TestCapHoldsHostShare runs one busy loop in a group capped at 20 % of
+// the host and checks it gets 20 % ± 3 % over 5 s.
+func TestCapHoldsHostShare(t *testing.T) {
+	_, e, gs := setup(t, 1)
+	g := gs[0]
+	if err := e.Apply(g, lane.CPU{Weight: 100, CapPercent: 20}); err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, "spin 12s -1")
+	c.line(t)
+	if err := g.AddProc(c.pid()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	p0, w0 := cpuTime(t, c.pid()), time.Now()
+	u0, err := e.Usage(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	p1, wall := cpuTime(t, c.pid()), time.Since(w0)
+	u1, err := e.Usage(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ncpu := OnlineCPUs()
+	host := float64(p1-p0) / (float64(wall) * float64(ncpu))
+	usage := float64(u1-u0) / (float64(wall) * float64(ncpu))
+	t.Logf("cap 20%% of %d CPUs over %v: process %v = %.2f%% of host; group Usage %v = %.2f%%",
+		ncpu, wall.Round(time.Millisecond), p1-p0, 100*host, u1-u0, 100*usage)
+	if host < 0.17 || host > 0.23 {
+		t.Errorf("capped loop used %.2f%% of the host, want 20%% ± 3%%", 100*host)
+	}
+	if d := usage - host; d < -0.02 || d > 0.02 {
+		t.Errorf("Usage says %.2f%% of the host, /proc says %.2f%%", 100*usage, 100*host)
+	}
+}
+
+func threadPolicies(t *testing.T, pid int) map[int]uint32 {
+	t.Helper()
+	tids, err := Threads(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]uint32{}
+	for _, tid := range tids {
+		a, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[tid] = a.Policy
+	}
+	return out
+}
+
+// TestSchedIdleFallback exercises the per-thread backend used where
+// groups have no cpu.idle, on this kernel: every thread of a
+// multi-threaded member becomes SCHED_IDLE and goes back.
+func TestSchedIdleFallback(t *testing.T) {
+	_, e, gs := setup(t, 1)
+	g := gs[0]
+	e.groupIdle = false // as on a kernel without cpu.idle
+	c := startChild(t, "threads 4 30s")
+	c.line(t)
+	if err := g.AddProc(c.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Apply(g, lane.CPU{Idle: true}); err != nil {
+		t.Fatal(err)
+	}
+	pol := threadPolicies(t, c.pid())
+	if len(pol) < 5 {
+		t.Fatalf("child has %d threads, want >= 5", len(pol))
+	}
+	for tid, p := range pol {
+		if p != unix.SCHED_IDLE {
+			t.Errorf("thread %d policy %d after idle Apply, want SCHED_IDLE", tid, p)
+		}
+	}
+	if err := e.Apply(g, lane.CPU{Weight: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for tid, p := range threadPolicies(t, c.pid()) {
+		if p != unix.SCHED_NORMAL {
+			t.Errorf("thread %d policy %d after normal Apply, want SCHED_NORMAL", tid, p)
+		}
+	}
+	procs, _ := g.Procs()
+	if !slices.Contains(procs, c.pid()) {
+		t.Errorf("Procs = %v, missing %d", procs, c.pid())
+	}
+}

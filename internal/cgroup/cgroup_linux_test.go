@@ -1,0 +1,248 @@
+package cgroup
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/internal/testutil"
+)
+
+// newGroup detects the host's hierarchy and creates a fresh test group,
+// removed when the test ends (after its processes are killed).
+func newGroup(t *testing.T) (*Hierarchy, Group) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	h, err := Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Undo(); err != nil {
+			t.Error(err)
+		}
+	})
+	g := h.Group(testutil.UniqueName("lanes-t"))
+	created, err := g.Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !created {
+		t.Fatalf("Create(%s) = false on a new group", g.Name())
+	}
+	t.Cleanup(func() { removeEventually(t, g) })
+	return h, g
+}
+
+// removeEventually removes g, waiting up to 5 s for killed members to go.
+func removeEventually(t *testing.T, g Group) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := g.Remove()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
+			t.Errorf("remove %s: %v", g.Name(), err)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestGroupLifecycle(t *testing.T) {
+	h, g := newGroup(t)
+	if !g.Exists() {
+		t.Fatal("Exists = false after Create")
+	}
+	created, err := g.Create()
+	if err != nil || created {
+		t.Fatalf("second Create = %v, %v; want false, nil", created, err)
+	}
+	groups, err := h.ListGroups("lanes-t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(groups, func(x Group) bool { return x.Name() == g.Name() }) {
+		t.Errorf("ListGroups does not list %s", g.Name())
+	}
+	c := startChild(t, "sleep 30s")
+	c.line(t)
+	if err := g.AddProc(c.pid()); err != nil {
+		t.Fatal(err)
+	}
+	err = g.Remove()
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "still has processes") {
+		t.Errorf("Remove with a member = %v, want ErrBusy", err)
+	}
+	procs, err := g.Procs()
+	if err != nil || !slices.Equal(procs, []int{c.pid()}) {
+		t.Errorf("Procs = %v, %v; want [%d]", procs, err, c.pid())
+	}
+}
+
+func TestRemoveIdempotent(t *testing.T) {
+	_, g := newGroup(t)
+	for i := 0; i < 2; i++ {
+		if err := g.Remove(); err != nil {
+			t.Fatalf("Remove #%d: %v", i+1, err)
+		}
+	}
+	if g.Exists() {
+		t.Error("Exists = true after Remove")
+	}
+}
+
+func TestAddProcNoSuchProcess(t *testing.T) {
+	_, g := newGroup(t)
+	// A PID above pid_max cannot exist.
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{max + 1, 0, -5} {
+		err := g.AddProc(pid)
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("AddProc(%d) = %v, want an error wrapping os.ErrNotExist", pid, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "does not exist") {
+			t.Errorf("AddProc(%d) = %q, want it to say the process does not exist", pid, err)
+		}
+	}
+}
+
+// inGroup reports whether /proc/PID[/task/TID]/cgroup puts the task in g
+// in every hierarchy g has.
+func inGroup(t *testing.T, h *Hierarchy, g Group, procPath string) bool {
+	t.Helper()
+	b, err := os.ReadFile(procPath + "/cgroup")
+	if err != nil {
+		t.Fatalf("read %s/cgroup: %v", procPath, err)
+	}
+	m, err := ParseMembership(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/" + g.Name()
+	if h.V2Root != "" && m.V2 != want {
+		return false
+	}
+	if h.CPURoot != "" && m.V1["cpu"] != want {
+		return false
+	}
+	if h.BlkioRoot != "" && m.V1["blkio"] != want {
+		return false
+	}
+	return true
+}
+
+func TestDescendantsFollow(t *testing.T) {
+	h, g := newGroup(t)
+	c := startChild(t, "forker 30s")
+	before, err := strconv.Atoi(c.line(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := Descendants(c.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(desc, before) {
+		t.Fatalf("Descendants(%d) = %v, missing grandchild %d", c.pid(), desc, before)
+	}
+	for _, p := range append([]int{c.pid()}, desc...) {
+		if err := g.AddProc(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !inGroup(t, h, g, "/proc/"+strconv.Itoa(before)) {
+		t.Errorf("grandchild %d forked before the move is not in %s", before, g.Name())
+	}
+	// Fork another one now that the child is in the group.
+	if _, err := c.stdin.WriteString("go\n"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := strconv.Atoi(c.line(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inGroup(t, h, g, "/proc/"+strconv.Itoa(after)) {
+		t.Errorf("grandchild %d forked after the move is not in %s", after, g.Name())
+	}
+	procs, err := g.Procs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{c.pid(), before, after} {
+		if !slices.Contains(procs, p) {
+			t.Errorf("Procs = %v, missing %d", procs, p)
+		}
+	}
+}
+
+func TestMultiThreadedMovesWhole(t *testing.T) {
+	h, g := newGroup(t)
+	c := startChild(t, "threads 4 30s")
+	c.line(t)
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(c.pid()) + "/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) < 5 {
+		t.Fatalf("child has %d threads, want >= 5", len(tasks))
+	}
+	if err := g.AddProc(c.pid()); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err = os.ReadDir("/proc/" + strconv.Itoa(c.pid()) + "/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		p := "/proc/" + strconv.Itoa(c.pid()) + "/task/" + task.Name()
+		if !inGroup(t, h, g, p) {
+			b, _ := os.ReadFile(p + "/cgroup")
+			t.Errorf("thread %s is not in %s:\n%s", task.Name(), g.Name(), b)
+		}
+	}
+}
+
+func TestRestore(t *testing.T) {
+	h, g := newGroup(t)
+	c := startChild(t, "sleep 30s")
+	c.line(t)
+	orig, err := ProcMembership(c.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AddProc(c.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if !inGroup(t, h, g, "/proc/"+strconv.Itoa(c.pid())) {
+		t.Fatal("child not in the group after AddProc")
+	}
+	if err := h.Restore(c.pid(), orig); err != nil {
+		t.Fatal(err)
+	}
+	now, err := ProcMembership(c.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(now, orig) {
+		t.Errorf("after Restore membership = %+v, want %+v", now, orig)
+	}
+	if err := g.Remove(); err != nil {
+		t.Errorf("Remove after Restore: %v", err)
+	}
+}

@@ -1,0 +1,338 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/internal/testutil"
+)
+
+// waitEvent reads events until want matches or the deadline passes.
+func waitEvent(t *testing.T, ch <-chan Event, timeout time.Duration, what string, want func(Event) bool) Event {
+	t.Helper()
+	deadline := time.After(timeout)
+	overflows := 0
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("event channel closed while waiting for %s", what)
+			}
+			if ev.Kind == Overflow {
+				overflows++
+			}
+			if want(ev) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %s (%d overflow events seen)", what, timeout, overflows)
+			return Event{}
+		}
+	}
+}
+
+func listen(t *testing.T) *ProcConnector {
+	t.Helper()
+	testutil.RequireRoot(t)
+	p, err := ListenProc(t.Logf)
+	if err != nil {
+		t.Fatalf("ListenProc: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+func start(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+func TestProcConnectorExecExit(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int // wait status
+	}{
+		{"sleep", []string{"/bin/sleep", "1"}, 0},
+		{"exit 3", []string{"/bin/sh", "-c", "sleep 0.2; exit 3"}, 3 << 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := listen(t)
+			cmd := start(t, tt.args[0], tt.args[1:]...)
+			pid := cmd.Process.Pid
+			waitEvent(t, p.Events(), 2*time.Second, "exec event of the child", func(e Event) bool {
+				return e.Kind == Exec && e.TGID == pid && e.PID == pid
+			})
+			ev := waitEvent(t, p.Events(), 3*time.Second, "exit event of the child", func(e Event) bool {
+				return e.Kind == Exit && e.TGID == pid && e.PID == pid
+			})
+			if ev.ExitCode != tt.wantCode {
+				t.Errorf("exit status %#x, want %#x", ev.ExitCode, tt.wantCode)
+			}
+			if ev.ParentTGID != os.Getpid() {
+				t.Errorf("exit event's parent %d, want this process %d", ev.ParentTGID, os.Getpid())
+			}
+		})
+	}
+}
+
+func TestProcConnectorFork(t *testing.T) {
+	p := listen(t)
+	// The shell forks for the background job; the child then execs sleep.
+	cmd := start(t, "/bin/sh", "-c", "/bin/sleep 0.3 & wait")
+	shell := cmd.Process.Pid
+	fork := waitEvent(t, p.Events(), 2*time.Second, "fork event from the shell", func(e Event) bool {
+		return e.Kind == Fork && e.ParentTGID == shell
+	})
+	if fork.PID != fork.TGID || fork.PID == shell {
+		t.Errorf("fork event %v: want a new process (PID == TGID != %d)", fork, shell)
+	}
+	waitEvent(t, p.Events(), 2*time.Second, "exec event of the forked child", func(e Event) bool {
+		return e.Kind == Exec && e.TGID == fork.TGID
+	})
+	waitEvent(t, p.Events(), 3*time.Second, "exit event of the forked child", func(e Event) bool {
+		return e.Kind == Exit && e.TGID == fork.TGID
+	})
+}
+
+func TestProcConnectorCloseEndsEvents(t *testing.T) {
+	testutil.RequireRoot(t)
+	p, err := ListenProc(t.Logf)
+	if err != nil {
+		t.Fatalf("ListenProc: %v", err)
+	}
+	// Make sure events are flowing, so Close has to interrupt a live stream.
+	start(t, "/bin/true")
+	done := make(chan error, 1)
+	go func() { done <- p.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close did not return within 2s")
+	}
+	timeout := time.After(2 * time.Second)
+	for {
+		select {
+		case _, ok := <-p.Events():
+			if !ok {
+				if err := p.Err(); err != nil {
+					t.Errorf("Err after Close: %v, want nil", err)
+				}
+				if err := p.Close(); err != nil {
+					t.Errorf("second Close: %v", err)
+				}
+				return
+			}
+		case <-timeout:
+			t.Fatal("Events channel not closed 2s after Close")
+		}
+	}
+}
+
+// TestListenProcUnprivileged runs a helper process as nobody. Kernels
+// before 6.6 refuse unprivileged listeners, and the error must then say
+// what is missing; newer kernels ("connector/cn_proc: Allow non-root users
+// access") accept them, and events must then flow.
+func TestListenProcUnprivileged(t *testing.T) {
+	if os.Getenv("LANES_MONITOR_HELPER") == "listen" {
+		p, err := ListenProc(t.Logf)
+		if err != nil {
+			os.Stdout.WriteString("\nERR:" + err.Error() + "\n")
+			return
+		}
+		defer p.Close()
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		cmd.Wait()
+		waitEvent(t, p.Events(), 2*time.Second, "exec event as nobody", func(e Event) bool {
+			return e.Kind == Exec && e.TGID == pid
+		})
+		os.Stdout.WriteString("\nOK:exec event received\n")
+		return
+	}
+	testutil.RequireRoot(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Copy the test binary where nobody can execute it.
+	dir, err := os.MkdirTemp("", "lanes-monitor-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "monitor.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestListenProcUnprivileged$", "-test.v")
+	cmd.Env = append(os.Environ(), "LANES_MONITOR_HELPER=listen")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	switch s := string(out); {
+	case strings.Contains(s, "\nOK:"):
+		t.Log("this kernel lets unprivileged users listen; events flowed")
+	case strings.Contains(s, "\nERR:") && strings.Contains(s, "needs CAP_NET_ADMIN"):
+		t.Log("this kernel refuses unprivileged listeners, with the hint")
+	default:
+		t.Fatalf("helper neither received events nor said \"needs CAP_NET_ADMIN\":\n%s", s)
+	}
+}
+
+func TestReadProcessSelf(t *testing.T) {
+	p, err := ReadProcess(os.Getpid())
+	if err != nil {
+		t.Fatalf("ReadProcess(self): %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err = filepath.EvalSymlinks(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Exe != exe {
+		t.Errorf("Exe %q, want %q", p.Exe, exe)
+	}
+	if want := filepath.Base(exe); len(want) > 15 && p.Comm != want[:15] || len(want) <= 15 && p.Comm != want {
+		t.Errorf("Comm %q, want the executable's base name %q (at most 15 bytes)", p.Comm, want)
+	}
+	if p.UID != os.Getuid() {
+		t.Errorf("UID %d, want %d", p.UID, os.Getuid())
+	}
+	if u, err := user.Current(); err == nil && p.User != u.Username {
+		t.Errorf("User %q, want %q", p.User, u.Username)
+	}
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := CgroupPath(cg); p.Cgroup != want || !strings.HasPrefix(p.Cgroup, "/") {
+		t.Errorf("Cgroup %q, want %q (absolute)", p.Cgroup, want)
+	}
+}
+
+func TestReadProcessChild(t *testing.T) {
+	cmd := start(t, "/bin/sleep", "2")
+	want, err := filepath.EvalSymlinks("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Between fork and exec the child still runs the test binary: wait
+	// for the exec (bounded).
+	var got string
+	for i := 0; i < 100; i++ {
+		p, err := ReadProcess(cmd.Process.Pid)
+		if err != nil {
+			t.Fatalf("ReadProcess(child): %v", err)
+		}
+		got = p.Exe
+		if p.Exe == want {
+			if p.Comm != "sleep" {
+				t.Errorf("Comm %q, want sleep", p.Comm)
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("Exe %q, want %q", got, want)
+}
+
+func TestReadProcessGone(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadProcess(cmd.Process.Pid)
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("ReadProcess(dead pid %d) = %v, want an error wrapping os.ErrNotExist", cmd.Process.Pid, err)
+	}
+}
+
+func TestScan(t *testing.T) {
+	procs, err := Scan()
+	if err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	seen := map[int]bool{}
+	for _, p := range procs {
+		seen[p.PID] = true
+		if isKernelThread(p.PID) {
+			t.Errorf("Scan returned kernel thread %d (%s)", p.PID, p.Comm)
+		}
+	}
+	if !seen[os.Getpid()] {
+		t.Errorf("Scan lacks this process %d", os.Getpid())
+	}
+	if !seen[1] {
+		t.Errorf("Scan lacks PID 1")
+	}
+}
+
+func TestPollProcs(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := PollProcs(ctx, 50*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // let the first snapshot happen
+	cmd := start(t, "/bin/sleep", "0.5")
+	pid := cmd.Process.Pid
+	waitEvent(t, ch, 2*time.Second, "polled exec event", func(e Event) bool {
+		return e.Kind == Exec && e.PID == pid
+	})
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ch, 2*time.Second, "polled exit event", func(e Event) bool {
+		return e.Kind == Exit && e.PID == pid
+	})
+	cancel()
+	timeout := time.After(2 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("PollProcs channel not closed after cancel")
+		}
+	}
+}

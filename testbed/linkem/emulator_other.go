@@ -1,0 +1,33 @@
+//go:build !linux
+
+package linkem
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Options configure an emulator.
+type Options struct {
+	Up, Down Config
+	Realtime bool
+	Logf     func(format string, args ...any)
+}
+
+// Emulator is only implemented on Linux.
+type Emulator struct{}
+
+// Start is only implemented on Linux.
+func Start(a, b *os.File, opts Options) (*Emulator, error) {
+	return nil, fmt.Errorf("start link emulator: TUN devices: %w", errors.ErrUnsupported)
+}
+
+// Stats is only implemented on Linux.
+func (e *Emulator) Stats() Report { return Report{} }
+
+// ResetLateness is only implemented on Linux.
+func (e *Emulator) ResetLateness() {}
+
+// Stop is only implemented on Linux.
+func (e *Emulator) Stop() Report { return Report{} }

@@ -1,0 +1,209 @@
+package linkem
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+type arrival struct {
+	at   time.Duration
+	size int
+}
+
+type outcome struct {
+	v   Verdict
+	due time.Duration
+}
+
+func TestModelDeterministic(t *testing.T) {
+	trace := func(s string) *Trace {
+		tr, err := ParseTrace("t", strings.NewReader(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	burst := func(n, size int, at time.Duration) []arrival {
+		var a []arrival
+		for i := 0; i < n; i++ {
+			a = append(a, arrival{at, size})
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		in   []arrival
+		want []outcome
+	}{{
+		name: "rate serializes back to back, then delay",
+		cfg:  Config{Rate: 12_000_000, Delay: 10 * ms},
+		in:   burst(3, 1500, 0),
+		want: []outcome{{Accepted, 11 * ms}, {Accepted, 12 * ms}, {Accepted, 13 * ms}},
+	}, {
+		name: "idle link starts at arrival",
+		cfg:  Config{Rate: 12_000_000},
+		in:   []arrival{{0, 1500}, {5 * ms, 1500}},
+		want: []outcome{{Accepted, 1 * ms}, {Accepted, 6 * ms}},
+	}, {
+		name: "packet limit drops at the tail",
+		cfg:  Config{Rate: 12_000_000, QueuePackets: 2},
+		in:   append(burst(3, 1500, 0), arrival{1 * ms, 1500}),
+		want: []outcome{{Accepted, 1 * ms}, {Accepted, 2 * ms}, {Dropped, 0}, {Accepted, 3 * ms}},
+	}, {
+		name: "byte limit drops at the tail",
+		cfg:  Config{Rate: 12_000_000, QueueBytes: 3000},
+		in:   []arrival{{0, 1500}, {0, 1500}, {0, 100}},
+		want: []outcome{{Accepted, 1 * ms}, {Accepted, 2 * ms}, {Dropped, 0}},
+	}, {
+		name: "trace: one packet per opportunity, repeating",
+		cfg:  Config{Trace: trace("1\n1\n3\n")},
+		in:   burst(4, 1500, 0),
+		want: []outcome{{Accepted, 1 * ms}, {Accepted, 1 * ms}, {Accepted, 3 * ms}, {Accepted, 4 * ms}},
+	}, {
+		name: "trace: small packets share an opportunity's bytes",
+		cfg:  Config{Trace: trace("1\n2\n")},
+		in:   burst(4, 500, 0),
+		want: []outcome{{Accepted, 1 * ms}, {Accepted, 1 * ms}, {Accepted, 1 * ms}, {Accepted, 2 * ms}},
+	}, {
+		name: "trace: credit of an opportunity with an empty queue is lost",
+		cfg:  Config{Trace: trace("1\n2\n4\n")},
+		in:   []arrival{{0, 500}, {1500 * time.Microsecond, 500}, {1500 * time.Microsecond, 1500}},
+		want: []outcome{{Accepted, 1 * ms}, {Accepted, 2 * ms}, {Accepted, 4 * ms}},
+	}, {
+		name: "schedule holds packets while down",
+		cfg:  Config{Rate: 12_000_000, Schedule: &FixedSchedule{Down: []Interval{{10 * ms, 20 * ms}}}},
+		in:   []arrival{{12 * ms, 1500}, {12 * ms, 1500}, {30 * ms, 1500}},
+		want: []outcome{{Accepted, 21 * ms}, {Accepted, 22 * ms}, {Accepted, 31 * ms}},
+	}, {
+		name: "periodic schedule repeats",
+		cfg:  Config{Rate: 12_000_000, Schedule: &FixedSchedule{Down: []Interval{{0, 5 * ms}}, Period: 10 * ms}},
+		in:   []arrival{{7 * ms, 1500}, {21 * ms, 1500}},
+		want: []outcome{{Accepted, 8 * ms}, {Accepted, 26 * ms}},
+	}, {
+		name: "trace skips opportunities while down",
+		cfg:  Config{Trace: trace("1\n2\n3\n4\n"), Schedule: &FixedSchedule{Down: []Interval{{1 * ms, 3 * ms}}}},
+		in:   burst(2, 1500, 0),
+		want: []outcome{{Accepted, 3 * ms}, {Accepted, 4 * ms}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			m := NewModel(tc.cfg)
+			for i, a := range tc.in {
+				v, due := m.Arrive(a.at, a.size)
+				if got := (outcome{v, due}); got != tc.want[i] {
+					t.Errorf("packet %d: got %+v, want %+v", i, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestModelLoss(t *testing.T) {
+	ge := &GilbertElliott{P: 0.01, R: 0.25, LossBad: 1}
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		wantLoss  float64
+		wantBurst float64 // mean run of consecutive losses; 0: not checked
+	}{
+		{"random 1%", Config{Loss: 0.01, Seed: 7}, 0.01, 0},
+		{"random 10%", Config{Loss: 0.10, Seed: 8}, 0.10, 1 / 0.9},
+		{"gilbert-elliott", Config{Burst: ge, Seed: 9}, ge.MeanLoss(), ge.MeanBurst()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewModel(tc.cfg)
+			const n = 400_000
+			lost, runs, inRun := 0, 0, false
+			for i := 0; i < n; i++ {
+				v, _ := m.Arrive(time.Duration(i)*time.Second, 100)
+				if v == Lost {
+					lost++
+					if !inRun {
+						runs++
+					}
+				}
+				inRun = v == Lost
+			}
+			got := float64(lost) / n
+			if math.Abs(got-tc.wantLoss) > 0.05*tc.wantLoss {
+				t.Errorf("loss %.4f, want %.4f ± 5%%", got, tc.wantLoss)
+			}
+			if tc.wantBurst > 0 {
+				burst := float64(lost) / float64(runs)
+				if math.Abs(burst-tc.wantBurst) > 0.1*tc.wantBurst {
+					t.Errorf("mean loss burst %.2f packets, want %.2f ± 10%%", burst, tc.wantBurst)
+				}
+			}
+		})
+	}
+}
+
+func TestExpSchedule(t *testing.T) {
+	s := NewExpSchedule(2*time.Second, 500*ms, 3)
+	// Sample the schedule on a fine grid: the down fraction must match
+	// meanDown/(meanUp+meanDown).
+	down := 0
+	const step, n = 10 * ms, 200_000
+	for i := 0; i < n; i++ {
+		d := time.Duration(i) * step
+		if s.NextUp(d) != d {
+			down++
+		}
+	}
+	got, want := float64(down)/n, 0.5/2.5
+	if math.Abs(got-want) > 0.1*want {
+		t.Errorf("down fraction %.3f, want %.3f ± 10%%", got, want)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"20mbit", 20_000_000, true}, {"1.5Gbit", 1_500_000_000, true}, {"500kbit", 500_000, true},
+		{"12000000", 12_000_000, true}, {"fast", 0, false}, {"-1mbit", 0, false},
+	} {
+		got, err := ParseRate(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseRate(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestTraceCapacity(t *testing.T) {
+	tr, err := ParseTrace("t", strings.NewReader("0\n1\n1\n4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The trace repeats with the last timestamp as its period, so the
+	// opportunities are 0 1 1 4, 4 5 5 8, 8 9 9 12, ... (ms).
+	var opps []time.Duration
+	for rep := 0; rep < 20; rep++ {
+		for _, o := range []int{0, 1, 1, 4} {
+			opps = append(opps, time.Duration(rep*4+o)*ms)
+		}
+	}
+	for _, w := range [][2]time.Duration{{0, 4 * ms}, {0, 40 * ms}, {3 * ms, 9 * ms}, {4 * ms, 5 * ms}, {5 * ms, 5 * ms}} {
+		want := 0
+		for _, o := range opps {
+			if o >= w[0] && o < w[1] {
+				want++
+			}
+		}
+		if got := tr.Capacity(w[0], w[1]); got != float64(want*TraceMTU*8) {
+			t.Errorf("capacity in [%v, %v) = %v bits, want %d opportunities", w[0], w[1], got, want)
+		}
+	}
+	if got, want := tr.MeanRate(), 4*TraceMTU*8/0.004; got != want {
+		t.Errorf("mean rate %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,138 @@
+package vmlane
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// selfRel is this package: its own tests boot VMs and are never run
+// inside one.
+const selfRel = "internal/vmlane"
+
+// InstallPackages are the Debian packages the lane needs on the host.
+var InstallPackages = []string{"qemu-system-x86", "busybox-static", "iproute2", "xz-utils", "zstd"}
+
+// Main is the lanes-vmlane command: it parses args, runs the matrix and
+// returns the exit status (0 when every kernel passed).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lanes-vmlane", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kernels := fs.String("kernels", "host,bookworm,7x", "kernels to test: host (this machine), bookworm (Debian 6.1), 7x (trixie-backports or sid)")
+	cache := fs.String("cache", "/var/cache/lanes-vmlane", "cache for kernel packages, unpacked kernels and builds")
+	timeout := fs.Duration("timeout", 600*time.Second, "limit for each kernel's test run (QEMU is killed after it)")
+	pkgs := fs.String("pkgs", "./...", "comma-separated package patterns")
+	all := fs.Bool("all", false, "run every package with tests, not only those whose tests use internal/testutil")
+	install := fs.Bool("install", false, "apt-get install what the lane needs ("+strings.Join(InstallPackages, " ")+") first")
+	report := fs.String("report", "", "write the matrix as Markdown to this file")
+	console := fs.Bool("console", false, "echo each guest's console to stderr as it runs")
+	run := fs.String("run", "", "only tests matching this regexp (-test.run)")
+	mem := fs.Int("mem", 1024, "guest memory in MB (raised when the initramfs is large)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "vmlane %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+	}
+	if *install {
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"install", "-y", "--no-install-recommends"}, InstallPackages...)...)
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if err := cmd.Run(); err != nil {
+			logf("install: %v", err)
+			return 1
+		}
+	}
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	cacheDir, err := filepath.Abs(*cache)
+	if err != nil {
+		logf("cache: %v", err)
+		return 1
+	}
+	t := time.Now()
+	listed, err := ListPackages(ctx, root, strings.Split(*pkgs, ","))
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	var chosen []Package
+	for _, p := range listed {
+		if p.Rel != selfRel && (*all || p.Privileged) {
+			chosen = append(chosen, p)
+		}
+	}
+	bins, failed, err := BuildTests(ctx, root, chosen, filepath.Join(cacheDir, "work", "bin"))
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	lanes, err := BuildLanes(ctx, root, filepath.Join(cacheDir, "work", "bin"))
+	if err != nil {
+		logf("lanes doctor skipped: %v", err)
+	}
+	logf("built %d test binaries (%d did not build) in %.1fs", len(bins), len(failed), time.Since(t).Seconds())
+	for _, b := range bins {
+		logf("  %s", b.Package)
+	}
+	tools := append([]string{}, DefaultTools...)
+	for _, tool := range OptionalTools {
+		if _, err := exec.LookPath(tool); err == nil {
+			tools = append(tools, tool)
+		}
+	}
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		busybox = "/bin/busybox"
+	}
+	testArgs := []string{fmt.Sprintf("-test.timeout=%s", *timeout*8/10)}
+	if *run != "" {
+		testArgs = append(testArgs, "-test.run="+*run)
+	}
+	o := Options{
+		Kernels: strings.Split(*kernels, ","), Cache: cacheDir, Root: root,
+		Binaries: bins, Build: failed, Lanes: lanes, Mirrors: SystemMirrors("/etc/apt"),
+		QEMU:    QEMU{Binary: "qemu-system-x86_64", MemMB: *mem, CPUs: 2, Timeout: *timeout},
+		Modules: DefaultModules, Tools: tools, Busybox: busybox, TestArgs: testArgs, Logf: logf,
+	}
+	if *console {
+		o.Console = stderr
+	}
+	runs := Run(ctx, o)
+	WriteText(stdout, runs)
+	if *report != "" {
+		var b strings.Builder
+		WriteMarkdown(&b, runs)
+		if err := os.WriteFile(*report, []byte(b.String()), 0o644); err != nil {
+			logf("report: %v", err)
+			return 1
+		}
+	}
+	for _, r := range runs {
+		if len(r.Failures) > 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := goCmd(ctx, "", nil, "env", "GOMOD")
+	if err != nil {
+		return "", err
+	}
+	gomod := strings.TrimSpace(out)
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside a Go module: run lanes-vmlane from the lanes repository")
+	}
+	return filepath.Dir(gomod), nil
+}

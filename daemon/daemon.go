@@ -1,0 +1,444 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/enforce"
+	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/monitor"
+	"github.com/lanes-qos/lanes/state"
+)
+
+// DefaultConfigPath is read when no --config is given and the file exists.
+const DefaultConfigPath = "/etc/lanes/lanes.toml"
+
+// Options are lanesd's process-global settings (its flags).
+type Options struct {
+	// ConfigPath is the config file; "" means DefaultConfigPath if it
+	// exists, else the embedded defaults.
+	ConfigPath string
+	Socket     string // overrides the config's daemon.socket
+	StateDir   string // overrides the config's daemon.state_dir
+	Logf       func(format string, args ...any)
+}
+
+// Daemon is a running lanesd.
+type Daemon struct {
+	opts   Options
+	logf   func(string, ...any)
+	store  *state.Store
+	engine *enforce.Engine
+
+	mu         sync.Mutex
+	cfg        *lane.Config
+	cfgPath    string // "" when running on embedded defaults
+	cfgLoaded  time.Time
+	cfgErr     string
+	started    time.Time
+	events     string
+	health     map[string]api.Health
+	socketPath string
+}
+
+// LoadConfig returns the config at path, or DefaultConfigPath if path is
+// empty and that file exists, or the embedded defaults. It also returns the
+// path actually read ("" for the defaults).
+func LoadConfig(path string) (*lane.Config, string, error) {
+	if path == "" {
+		if _, err := os.Stat(DefaultConfigPath); err != nil {
+			return lane.Default(), "", nil
+		}
+		path = DefaultConfigPath
+	}
+	cfg, err := lane.Load(path)
+	if err != nil {
+		return nil, path, err
+	}
+	return cfg, path, nil
+}
+
+func (o Options) paths(cfg *lane.Config) (socket, stateDir string) {
+	socket, stateDir = o.Socket, o.StateDir
+	if socket == "" {
+		socket = cfg.Daemon.Socket
+	}
+	if socket == "" {
+		socket = api.DefaultSocket
+	}
+	if stateDir == "" {
+		stateDir = cfg.Daemon.StateDir
+	}
+	if stateDir == "" {
+		stateDir = "/var/lib/lanes"
+	}
+	return socket, stateDir
+}
+
+// Run runs lanesd until ctx is done or SIGINT/SIGTERM arrives, then
+// restores the host. SIGHUP reloads the config.
+func Run(ctx context.Context, opts Options) error {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("lanesd must run as root (it changes cgroups, I/O priorities and qdiscs)")
+	}
+	cfg, cfgPath, err := LoadConfig(opts.ConfigPath)
+	if err != nil {
+		return fmt.Errorf("load config: %w", err)
+	}
+	socket, stateDir := opts.paths(cfg)
+	ln, err := listen(socket)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(socket)
+	defer ln.Close()
+
+	store, err := state.Open(stateDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	eng, err := enforce.New(enforce.Options{Store: store, Logf: logf})
+	if err != nil {
+		return err
+	}
+	d := &Daemon{opts: opts, logf: logf, store: store, engine: eng, cfg: cfg, cfgPath: cfgPath,
+		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket}
+
+	if err := d.reconcile(cfg); err != nil {
+		d.restore()
+		return fmt.Errorf("apply config: %w", err)
+	}
+	d.applyRulesToRunning()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	evDone := d.watchProcesses(ctx)
+
+	srv := &http.Server{
+		Handler:     d.handler(),
+		ConnContext: connContext,
+		ReadTimeout: 30 * time.Second,
+		ErrorLog:    nil,
+	}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(ln) }()
+	logf("lanesd %s listening on %s (config %s, state %s)", api.Version, socket, d.configName(), store.Path())
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				if _, err := d.reload(); err != nil {
+					logf("reload: %v (keeping the running config)", err)
+				}
+				continue
+			}
+			logf("%v: stopping", s)
+			break loop
+		case err := <-srvErr:
+			runErr = fmt.Errorf("serve local API: %w", err)
+			break loop
+		}
+	}
+	cancel()
+	shutCtx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
+	srv.Shutdown(shutCtx)
+	c2()
+	<-evDone
+	if err := d.restore(); err != nil {
+		logf("restore: %v", err)
+		return errors.Join(runErr, fmt.Errorf("restore host: %w", err))
+	}
+	logf("restored the host; bye")
+	return runErr
+}
+
+// listen opens the API socket: a live daemon on it is an error, a stale
+// socket file is removed. Mode 0666: every user may connect; what each may
+// do is decided per request from its peer credentials.
+func listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another lanesd is already listening on %s", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod socket: %w", err)
+	}
+	return ln, nil
+}
+
+func (d *Daemon) configName() string {
+	if d.cfgPath == "" {
+		return "<embedded defaults>"
+	}
+	return d.cfgPath
+}
+
+func (d *Daemon) config() *lane.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+func (d *Daemon) setHealth(code, msg string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if msg == "" {
+		delete(d.health, code)
+		return
+	}
+	d.health[code] = api.Health{Code: code, Message: msg}
+}
+
+// reconcile makes the kernel match cfg: every lane's group exists with its
+// settings; groups of lanes that are gone (or leftovers of a crashed run)
+// are emptied and removed.
+func (d *Daemon) reconcile(cfg *lane.Config) error {
+	recs, err := d.engine.Records()
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, name := range cfg.Order {
+		want[d.engine.Group(name).Name()] = true
+	}
+	existing, err := d.engine.H.ListGroups(cgroup.Prefix)
+	if err != nil {
+		return err
+	}
+	for _, g := range existing {
+		n := g.Name()
+		if want[n] || strings.HasPrefix(n, enforce.RunGroupPrefix) {
+			continue
+		}
+		d.logf("removing cgroup %s (no such lane in the config)", n)
+		if err := d.engine.ReleaseLane(n, recs); err != nil {
+			return err
+		}
+	}
+	for _, name := range cfg.Order {
+		l := cfg.Lanes[name]
+		if _, err := d.engine.EnsureLane(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reload rereads the config file. A bad file keeps the running config.
+func (d *Daemon) reload() (*lane.Config, error) {
+	d.mu.Lock()
+	path := d.cfgPath
+	d.mu.Unlock()
+	if path == "" {
+		path = d.opts.ConfigPath
+	}
+	var cfg *lane.Config
+	var err error
+	if path == "" {
+		cfg, path, err = LoadConfig("")
+	} else {
+		cfg, err = lane.Load(path)
+	}
+	if err != nil {
+		d.mu.Lock()
+		d.cfgErr = err.Error()
+		d.mu.Unlock()
+		d.setHealth("config-invalid", "last reload failed, running config kept: "+err.Error())
+		return nil, err
+	}
+	if err := d.reconcile(cfg); err != nil {
+		// Put the running config's lanes back as they were.
+		d.reconcile(d.config())
+		d.setHealth("config-apply-failed", err.Error())
+		return nil, fmt.Errorf("apply %s: %w", path, err)
+	}
+	d.mu.Lock()
+	d.cfg, d.cfgPath, d.cfgLoaded, d.cfgErr = cfg, path, time.Now(), ""
+	d.mu.Unlock()
+	d.setHealth("config-invalid", "")
+	d.setHealth("config-apply-failed", "")
+	d.logf("reloaded %s: lanes %s", d.configName(), strings.Join(cfg.Order, ", "))
+	d.applyRulesToRunning()
+	return cfg, nil
+}
+
+func (d *Daemon) restore() error { return d.engine.RestoreAll() }
+
+// laneOfGroup returns the lane name of a lanes cgroup path ("" if the path
+// is not a lanes group).
+func laneOfGroup(path string) string {
+	first := strings.TrimPrefix(path, "/")
+	if i := strings.IndexByte(first, '/'); i >= 0 {
+		first = first[:i]
+	}
+	if rest, ok := strings.CutPrefix(first, enforce.RunGroupPrefix); ok {
+		if i := strings.IndexByte(rest, '-'); i >= 0 {
+			return rest[i+1:]
+		}
+		return ""
+	}
+	if rest, ok := strings.CutPrefix(first, cgroup.Prefix); ok {
+		return rest
+	}
+	return ""
+}
+
+// laneOf returns the lane a process is in ("" for none).
+func (d *Daemon) laneOf(pid int) string {
+	m, err := cgroup.ProcMembership(pid)
+	if err != nil {
+		return ""
+	}
+	if p, ok := m.V1[cgroup.CPU]; ok {
+		return laneOfGroup(p)
+	}
+	return laneOfGroup(m.V2)
+}
+
+// placeByRule moves p into the lane of the first matching rule, unless it
+// is already in a lane (placed explicitly, by a rule, or forked from a
+// member): rules place processes that are in no lane.
+func (d *Daemon) placeByRule(cfg *lane.Config, p lane.Process) {
+	if p.PID == os.Getpid() || d.laneOf(p.PID) != "" {
+		return
+	}
+	name, rule := cfg.Match(p)
+	if rule == nil {
+		return
+	}
+	l, err := cfg.Lane(name)
+	if err != nil {
+		return
+	}
+	why := fmt.Sprintf("rule:%d", rule.Line)
+	if _, err := d.engine.Move([]int{p.PID}, l, why); err != nil {
+		if !errors.Is(err, enforce.ErrNoProcess) {
+			d.logf("rule at line %d: move %d (%s) to %s: %v", rule.Line, p.PID, p.Comm, name, err)
+		}
+		return
+	}
+	d.logf("rule at line %d: %d (%s) -> %s", rule.Line, p.PID, p.Comm, name)
+}
+
+func (d *Daemon) applyRulesToRunning() {
+	cfg := d.config()
+	if len(cfg.Rules) == 0 {
+		return
+	}
+	procs, err := monitor.Scan()
+	if err != nil {
+		d.logf("scan processes: %v", err)
+		return
+	}
+	for _, p := range procs {
+		d.placeByRule(cfg, p)
+	}
+}
+
+// watchProcesses applies rules to processes as they exec: through the
+// proc connector, or by polling /proc when it is unavailable.
+func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	var events <-chan monitor.Event
+	pc, err := monitor.ListenProc(d.logf)
+	if err == nil {
+		d.events = "proc connector"
+		events = pc.Events()
+	} else {
+		d.events = "polling /proc every 500ms"
+		d.setHealth("events-polling", "proc connector unavailable, polling /proc: "+err.Error())
+		events = monitor.PollProcs(ctx, 500*time.Millisecond)
+	}
+	go func() {
+		defer close(done)
+		if pc != nil {
+			defer pc.Close()
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-events:
+				if !ok {
+					return
+				}
+				switch ev.Kind {
+				case monitor.Exec:
+					p, err := monitor.ReadProcess(ev.TGID)
+					if err == nil {
+						d.placeByRule(d.config(), p)
+					}
+				case monitor.Overflow:
+					d.applyRulesToRunning()
+				}
+			}
+		}
+	}()
+	return done
+}
+
+// Cleanup removes everything a previous lanesd left in the kernel (after a
+// crash, or a state dir that was lost): recorded processes go back where
+// they were found, lanes' cgroups are removed. It refuses while a daemon
+// answers on the socket.
+func Cleanup(opts Options) error {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	cfg, _, err := LoadConfig(opts.ConfigPath)
+	if err != nil {
+		cfg = lane.Default()
+	}
+	socket, stateDir := opts.paths(cfg)
+	if c, err := net.DialTimeout("unix", socket, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("lanesd is running on %s: stop it first (it restores the host itself)", socket)
+	}
+	store, err := state.Open(stateDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	eng, err := enforce.New(enforce.Options{Store: store, Logf: logf})
+	if err != nil {
+		return err
+	}
+	return eng.RestoreAll()
+}

@@ -1,0 +1,333 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/api/peercred"
+	"github.com/lanes-qos/lanes/disk"
+	"github.com/lanes-qos/lanes/enforce"
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/lane"
+)
+
+type ctxKey struct{}
+
+// connContext attaches the peer's credentials to every request of a connection.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	cr, err := peercred.Get(c)
+	if err != nil {
+		// No credentials: treat as the least privileged caller.
+		cr = peercred.Creds{PID: -1, UID: -1, GID: -1}
+	}
+	return context.WithValue(ctx, ctxKey{}, cr)
+}
+
+func creds(r *http.Request) peercred.Creds {
+	c, ok := r.Context().Value(ctxKey{}).(peercred.Creds)
+	if !ok {
+		return peercred.Creds{PID: -1, UID: -1, GID: -1}
+	}
+	return c
+}
+
+// route is one entry of the route table.
+type route struct {
+	method string
+	// write routes change state; the handler checks what the caller may change.
+	write bool
+	fn    func(d *Daemon, w http.ResponseWriter, r *http.Request) (any, *api.Error)
+}
+
+// routes is the whole local API. Keep sorted by path (TestRoutesSorted).
+var routes = []struct {
+	path string
+	route
+}{
+	{api.RouteDoctor, route{http.MethodGet, false, (*Daemon).serveDoctor}},
+	{api.RouteLanes, route{http.MethodGet, false, (*Daemon).serveLanes}},
+	{api.RouteMove, route{http.MethodPost, true, (*Daemon).serveMove}},
+	{api.RouteProcs, route{http.MethodGet, false, (*Daemon).serveProcs}},
+	{api.RouteReload, route{http.MethodPost, true, (*Daemon).serveReload}},
+	{api.RouteStatus, route{http.MethodGet, false, (*Daemon).serveStatus}},
+}
+
+func (d *Daemon) handler() http.Handler {
+	mux := http.NewServeMux()
+	seen := map[string]bool{}
+	for _, rt := range routes {
+		if seen[rt.path] {
+			panic("duplicate local API route " + rt.path)
+		}
+		seen[rt.path] = true
+		rt := rt
+		mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != rt.method {
+				writeErr(w, api.Errorf(api.CodeMethod, "%s %s: use %s", r.Method, rt.path, rt.method))
+				return
+			}
+			out, aerr := rt.fn(d, w, r)
+			if aerr != nil {
+				if rt.write {
+					c := creds(r)
+					d.logf("api: %s %s by uid %d pid %d refused: %s", r.Method, rt.path, c.UID, c.PID, aerr.Message)
+				}
+				writeErr(w, aerr)
+				return
+			}
+			writeJSON(w, http.StatusOK, out)
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeErr(w, api.Errorf(api.CodeNotFound, "no such API route %s (this daemon serves /v1/)", r.URL.Path))
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.VersionHeader, api.Version)
+		// The API is for local programs, never for browsers.
+		if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+			writeErr(w, api.Errorf(api.CodeForbidden, "requests from browsers are refused"))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func status(code string) int {
+	switch code {
+	case api.CodeBadRequest, api.CodeConfig:
+		return http.StatusBadRequest
+	case api.CodeUnknownLane, api.CodeNoProcess, api.CodeNotFound:
+		return http.StatusNotFound
+	case api.CodeForbidden:
+		return http.StatusForbidden
+	case api.CodeMethod:
+		return http.StatusMethodNotAllowed
+	}
+	return http.StatusInternalServerError
+}
+
+func writeErr(w http.ResponseWriter, e *api.Error) { writeJSON(w, status(e.Code), e) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func decode(r *http.Request, v any) *api.Error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return api.Errorf(api.CodeBadRequest, "bad request body: %v", err)
+	}
+	return nil
+}
+
+func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+	var req api.MoveRequest
+	if e := decode(r, &req); e != nil {
+		return nil, e
+	}
+	if len(req.PIDs) == 0 {
+		return nil, api.Errorf(api.CodeBadRequest, "no PIDs given")
+	}
+	cfg := d.config()
+	l, err := cfg.Lane(req.Lane)
+	if err != nil {
+		return nil, api.Errorf(api.CodeUnknownLane, "%v", err)
+	}
+	c := creds(r)
+	if !c.IsRoot() && !l.Unprivileged {
+		return nil, api.Errorf(api.CodeForbidden, "lane %q is not granted to unprivileged users (uid %d): only root may use it", l.Name, c.UID)
+	}
+	seen := map[int]bool{}
+	for _, pid := range req.PIDs {
+		if pid <= 0 {
+			return nil, api.Errorf(api.CodeBadRequest, "invalid PID %d", pid)
+		}
+		if seen[pid] {
+			return nil, api.Errorf(api.CodeBadRequest, "PID %d given twice", pid)
+		}
+		seen[pid] = true
+		uid, euid, err := procUIDs(pid)
+		if err != nil {
+			return nil, api.Errorf(api.CodeNoProcess, "process %d does not exist", pid)
+		}
+		if !c.IsRoot() && (uid != c.UID || euid != c.UID) {
+			return nil, api.Errorf(api.CodeForbidden, "process %d belongs to uid %d: uid %d may only move its own processes", pid, uid, c.UID)
+		}
+	}
+	moved, err := d.engine.Move(req.PIDs, l, "move")
+	if err != nil {
+		if errors.Is(err, enforce.ErrNoProcess) {
+			return nil, api.Errorf(api.CodeNoProcess, "%v (nothing was moved)", err)
+		}
+		return nil, api.Errorf(api.CodeInternal, "%v (nothing was moved)", err)
+	}
+	d.logf("api: uid %d moved %v to %s", c.UID, moved, l.Name)
+	return api.MoveResponse{Lane: l.Name, Moved: moved}, nil
+}
+
+func procUIDs(pid int) (uid, euid int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(v)
+			if len(f) >= 2 {
+				uid, _ = strconv.Atoi(f[0])
+				euid, _ = strconv.Atoi(f[1])
+				return uid, euid, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("no Uid line in /proc/%d/status", pid)
+}
+
+func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+	if c := creds(r); !c.IsRoot() {
+		return nil, api.Errorf(api.CodeForbidden, "only root may reload the config (caller uid %d)", c.UID)
+	}
+	cfg, err := d.reload()
+	if err != nil {
+		return nil, api.Errorf(api.CodeConfig, "%v (the running config is kept)", err)
+	}
+	return api.ReloadResponse{Config: d.configName(), Lanes: cfg.Order}, nil
+}
+
+func (d *Daemon) lanes() []api.Lane {
+	cfg := d.config()
+	out := make([]api.Lane, 0, len(cfg.Order))
+	for _, name := range cfg.Order {
+		out = append(out, d.describe(cfg, cfg.Lanes[name]))
+	}
+	return out
+}
+
+func (d *Daemon) describe(cfg *lane.Config, l *lane.Lane) api.Lane {
+	g := d.engine.Group(l.Name)
+	al := api.Lane{
+		Name: l.Name, Default: l.Name == cfg.Default, Unprivileged: l.Unprivileged,
+		CPU:    api.CPUSettings{Weight: l.CPU.Weight, Idle: l.CPU.Idle, CapPercent: l.CPU.CapPercent},
+		Disk:   api.DiskSettings{Class: string(l.Disk.Class), Level: l.Disk.Level, Weight: l.Disk.Weight},
+		Net:    api.NetSettings{Priority: l.Net.Priority, Rate: l.Net.Rate, Ceil: l.Net.Ceil, Borrow: l.Net.Borrow},
+		Cgroup: g.Name(),
+	}
+	al.Members, _ = d.engine.Members(l.Name)
+	if al.Members == nil {
+		al.Members = []int{}
+	}
+	if t, err := d.engine.CPU.Usage(g); err == nil {
+		al.CPUTime = t
+	}
+	return al
+}
+
+func (d *Daemon) serveLanes(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+	return api.LanesResponse{Lanes: d.lanes()}, nil
+}
+
+func (d *Daemon) serveProcs(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+	recs, _ := d.engine.Records()
+	var out []api.Proc
+	cfg := d.config()
+	for _, name := range cfg.Order {
+		pids, _ := d.engine.Members(name)
+		for _, pid := range pids {
+			p := api.Proc{PID: pid, Lane: name, Why: "inherited"}
+			if rec, ok := recs[pid]; ok {
+				p.Why = rec.Why
+			}
+			if pr, err := readProcBrief(pid); err == nil {
+				p.Comm, p.UID, p.Threads = pr.comm, pr.uid, pr.threads
+			}
+			if c, lvl, err := disk.GetIOPrio(pid); err == nil {
+				p.IOClass = string(c)
+				if c != lane.IONone && c != lane.IOIdle {
+					p.IOClass += "/" + strconv.Itoa(lvl)
+				}
+				if c == lane.IONone {
+					p.IOClass = "none"
+				}
+			}
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	if out == nil {
+		out = []api.Proc{}
+	}
+	return api.ProcsResponse{Procs: out}, nil
+}
+
+type brief struct {
+	comm    string
+	uid     int
+	threads int
+}
+
+func readProcBrief(pid int) (brief, error) {
+	var b brief
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return b, err
+	}
+	b.comm = strings.TrimSpace(string(comm))
+	b.uid, _, _ = procUIDs(pid)
+	if ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task"); err == nil {
+		b.threads = len(ents)
+	}
+	return b, nil
+}
+
+func (d *Daemon) mechanisms() []features.Mechanism {
+	m := d.engine.Mechanisms()
+	m = append(m, features.Mechanism{Resource: "process events", Backend: d.events,
+		Preferred: d.events == "proc connector", OK: true,
+		Reason: map[bool]string{true: "exec events from the kernel's proc connector", false: "proc connector unavailable"}[d.events == "proc connector"]})
+	return m
+}
+
+func (d *Daemon) serveDoctor(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+	return api.DoctorResponse{Kernel: kernelRelease(), Mechanisms: d.mechanisms()}, nil
+}
+
+func kernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+	d.mu.Lock()
+	st := api.Status{
+		Version: api.Version, PID: os.Getpid(), Started: d.started,
+		ConfigLoad: d.cfgLoaded, ConfigError: d.cfgErr,
+		StateDB: d.store.Path(), Events: d.events,
+	}
+	for _, h := range d.health {
+		st.Health = append(st.Health, h)
+	}
+	d.mu.Unlock()
+	sort.Slice(st.Health, func(i, j int) bool { return st.Health[i].Code < st.Health[j].Code })
+	st.Config = d.configName()
+	st.Mechanisms = d.mechanisms()
+	st.Lanes = d.lanes()
+	return st, nil
+}

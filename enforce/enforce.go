@@ -1,0 +1,509 @@
+package enforce
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lanes-qos/lanes/cpu"
+	"github.com/lanes-qos/lanes/disk"
+	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/state"
+)
+
+// Net is the network side of a lane, when network enforcement is on: it
+// binds a lane's cgroup to its traffic class and makes a moved process's
+// existing sockets follow it.
+type Net interface {
+	BindLane(laneName, cgroupV2Dir string) error
+	MoveSockets(pid int, laneName string) error
+}
+
+// Engine applies lanes to processes. Safe for concurrent use.
+type Engine struct {
+	H     *cgroup.Hierarchy
+	CPU   *cpu.Enforcer
+	Disk  *disk.Enforcer
+	store *state.Store
+	logf  func(string, ...any)
+	// groupName maps a lane name to its cgroup name (the daemon uses
+	// "lanes-<lane>"; a daemon-less `lanes run` a private group).
+	groupName func(laneName string) string
+
+	mu  sync.Mutex
+	net Net
+}
+
+// ProcRecord is what the state store keeps of a process lanes moved.
+type ProcRecord struct {
+	PID       int               `json:"pid"`
+	StartTime uint64            `json:"start"`
+	Lane      string            `json:"lane"`
+	Why       string            `json:"why"`
+	Orig      cgroup.Membership `json:"orig"`
+	IOPrio    disk.Saved        `json:"ioprio,omitempty"`
+	Moved     time.Time         `json:"moved"`
+}
+
+// GroupRecord is what the state store keeps of a cgroup lanes created.
+type GroupRecord struct {
+	Name string   `json:"name"`
+	Lane string   `json:"lane"`
+	Dirs []string `json:"dirs"`
+}
+
+// Options configure an Engine.
+type Options struct {
+	Store *state.Store // where changes are recorded (required)
+	Logf  func(string, ...any)
+	// GroupName maps a lane to its cgroup name; nil means "lanes-<lane>".
+	GroupName func(laneName string) string
+}
+
+// New probes the host and returns an engine.
+func New(opts Options) (*Engine, error) {
+	if opts.Store == nil {
+		return nil, errors.New("enforce: a state store is required")
+	}
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	h, err := cgroup.Detect()
+	if err != nil {
+		return nil, fmt.Errorf("detect cgroups: %w", err)
+	}
+	for _, c := range h.Enabled {
+		if err := opts.Store.Put(state.KindSubtree, c, h.V2Root); err != nil {
+			return nil, err
+		}
+	}
+	ce, err := cpu.New(h, logf)
+	if err != nil {
+		return nil, fmt.Errorf("cpu enforcer: %w", err)
+	}
+	de, err := disk.New(h, logf)
+	if err != nil {
+		return nil, fmt.Errorf("disk enforcer: %w", err)
+	}
+	gn := opts.GroupName
+	if gn == nil {
+		gn = func(l string) string { return cgroup.Prefix + l }
+	}
+	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn}, nil
+}
+
+// SetNet turns network classification on (n != nil) or off.
+func (e *Engine) SetNet(n Net) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.net = n
+}
+
+// Mechanisms lists the backends in use, for `lanes doctor`.
+func (e *Engine) Mechanisms() []features.Mechanism {
+	grouping := features.Mechanism{Resource: "process grouping", OK: true}
+	switch e.H.Mode {
+	case cgroup.ModeUnified:
+		grouping.Backend, grouping.Preferred = "cgroup v2 unified ("+e.H.V2Root+")", true
+		grouping.Reason = "cgroup2 mounted with the controllers lanes needs"
+	case cgroup.ModeHybrid:
+		grouping.Backend = "hybrid: v1 cpu (" + e.H.CPURoot + ") + v2 (" + e.H.V2Root + ") for BPF"
+		grouping.Reason = "the cpu controller is bound to a v1 hierarchy"
+	default:
+		grouping.Backend = "cgroup v1 only (" + e.H.CPURoot + ")"
+		grouping.Reason = "no cgroup2 mount: no BPF classification by cgroup"
+	}
+	return []features.Mechanism{grouping, e.CPU.Mechanism(), e.Disk.Mechanism()}
+}
+
+// Group returns the cgroup of a lane.
+func (e *Engine) Group(laneName string) cgroup.Group { return e.H.Group(e.groupName(laneName)) }
+
+// EnsureLane creates the lane's cgroup if needed (recording it) and makes
+// its CPU and disk settings match l. Idempotent.
+func (e *Engine) EnsureLane(l *lane.Lane) (cgroup.Group, error) {
+	g := e.Group(l.Name)
+	created, err := g.Create()
+	if err != nil {
+		return g, fmt.Errorf("lane %s: %w", l.Name, err)
+	}
+	if created {
+		if err := e.store.Put(state.KindGroup, g.Name(), GroupRecord{Name: g.Name(), Lane: l.Name, Dirs: g.Dirs()}); err != nil {
+			g.Remove()
+			return g, err
+		}
+		e.logf("created cgroup %s", g.Name())
+	} else if err := e.store.Get(state.KindGroup, g.Name(), &GroupRecord{}); errors.Is(err, state.ErrNotFound) {
+		// Existing group not in our records (state lost): adopt it.
+		if err := e.store.Put(state.KindGroup, g.Name(), GroupRecord{Name: g.Name(), Lane: l.Name, Dirs: g.Dirs()}); err != nil {
+			return g, err
+		}
+		e.logf("adopted cgroup %s", g.Name())
+	}
+	if err := e.CPU.Apply(g, l.CPU); err != nil {
+		return g, fmt.Errorf("lane %s: %w", l.Name, err)
+	}
+	if err := e.Disk.Apply(g, l.Disk); err != nil {
+		return g, fmt.Errorf("lane %s: %w", l.Name, err)
+	}
+	e.mu.Lock()
+	n := e.net
+	e.mu.Unlock()
+	if n != nil && g.V2Path() != "" {
+		if err := n.BindLane(l.Name, g.V2Path()); err != nil {
+			return g, fmt.Errorf("lane %s: bind traffic class: %w", l.Name, err)
+		}
+	}
+	return g, nil
+}
+
+// moved is one process changed by a Move, with what it was before, for rollback.
+type moved struct {
+	pid     int
+	pre     cgroup.Membership
+	preIO   disk.Saved
+	hadRec  bool
+	prevRec ProcRecord
+}
+
+// Move puts each PID and its descendants into lane l, all or nothing: if a
+// requested PID does not exist or exits during the move, every process
+// already moved by this call goes back where it was. Descendants that exit
+// during the move are skipped. why records the reason ("move", "rule:12").
+func (e *Engine) Move(pids []int, l *lane.Lane, why string) ([]int, error) {
+	g, err := e.EnsureLane(l)
+	if err != nil {
+		return nil, err
+	}
+	var done []moved
+	rollback := func() {
+		for i := len(done) - 1; i >= 0; i-- {
+			m := done[i]
+			if err := e.H.Restore(m.pid, m.pre); err != nil && !isGone(err) {
+				e.logf("rollback: process %d: %v", m.pid, err)
+			}
+			disk.RestoreProcess(m.pid, m.preIO)
+			key := strconv.Itoa(m.pid)
+			if m.hadRec {
+				e.store.Put(state.KindProc, key, m.prevRec)
+			} else {
+				e.store.Delete(state.KindProc, key)
+			}
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, root := range pids {
+		if _, err := readProc(root); err != nil {
+			rollback()
+			return nil, err
+		}
+		tree := []int{root}
+		if d, err := cgroup.Descendants(root); err == nil {
+			tree = append(tree, d...)
+		}
+		for _, pid := range tree {
+			if seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			m, err := e.moveOne(pid, g, l, why)
+			if err != nil {
+				if pid != root && isGone(err) {
+					continue // a descendant exited: nothing to move
+				}
+				rollback()
+				if isGone(err) {
+					return nil, fmt.Errorf("process %d exited during the move: %w", pid, ErrNoProcess)
+				}
+				return nil, fmt.Errorf("move process %d to %s: %w", pid, l.Name, err)
+			}
+			done = append(done, m)
+			out = append(out, pid)
+		}
+	}
+	e.mu.Lock()
+	n := e.net
+	e.mu.Unlock()
+	if n != nil {
+		for _, pid := range out {
+			if err := n.MoveSockets(pid, l.Name); err != nil && !isGone(err) {
+				e.logf("move sockets of %d to %s: %v", pid, l.Name, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (moved, error) {
+	m := moved{pid: pid}
+	pi, err := readProc(pid)
+	if err != nil {
+		return m, err
+	}
+	pre, err := cgroup.ProcMembership(pid)
+	if err != nil {
+		return m, err
+	}
+	m.pre = pre
+	key := strconv.Itoa(pid)
+	rec := ProcRecord{PID: pid, StartTime: pi.StartTime, Lane: l.Name, Why: why, Orig: pre, Moved: time.Now()}
+	if err := e.store.Get(state.KindProc, key, &m.prevRec); err == nil {
+		m.hadRec = true
+		if m.prevRec.StartTime == pi.StartTime {
+			// Moving between lanes: where it came from originally stays.
+			rec.Orig = m.prevRec.Orig
+			rec.IOPrio = m.prevRec.IOPrio
+		}
+	}
+	// Record before changing anything: a crash after the change still
+	// knows where the process came from.
+	if err := e.store.Put(state.KindProc, key, rec); err != nil {
+		return m, err
+	}
+	if err := g.AddProc(pid); err != nil {
+		e.undoRecord(m, key)
+		return m, err
+	}
+	saved, err := disk.ApplyProcess(pid, l.Disk)
+	m.preIO = saved
+	if err != nil {
+		e.H.Restore(pid, pre)
+		e.undoRecord(m, key)
+		return m, err
+	}
+	if err := e.CPU.JoinThreads(pid, l.CPU); err != nil {
+		e.H.Restore(pid, pre)
+		disk.RestoreProcess(pid, saved)
+		e.undoRecord(m, key)
+		return m, err
+	}
+	if rec.IOPrio == nil {
+		rec.IOPrio = saved
+	} else {
+		for tid, v := range saved {
+			if _, ok := rec.IOPrio[tid]; !ok {
+				rec.IOPrio[tid] = v
+			}
+		}
+	}
+	if err := e.store.Put(state.KindProc, key, rec); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+func (e *Engine) undoRecord(m moved, key string) {
+	if m.hadRec {
+		e.store.Put(state.KindProc, key, m.prevRec)
+	} else {
+		e.store.Delete(state.KindProc, key)
+	}
+}
+
+func isGone(err error) bool {
+	var pe *cgroup.ProcessError
+	return errors.Is(err, ErrNoProcess) || errors.As(err, &pe) || errors.Is(err, os.ErrNotExist)
+}
+
+// Records returns the stored records of moved processes that are still
+// alive, by PID. Records of processes that are gone are dropped.
+func (e *Engine) Records() (map[int]ProcRecord, error) {
+	recs, err := e.store.List(state.KindProc)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]ProcRecord{}
+	for _, r := range recs {
+		var pr ProcRecord
+		if json.Unmarshal(r.Data, &pr) != nil || !alive(pr.PID, pr.StartTime) {
+			e.store.Delete(state.KindProc, r.Key)
+			continue
+		}
+		out[pr.PID] = pr
+	}
+	return out, nil
+}
+
+// Members returns the PIDs in a lane's group.
+func (e *Engine) Members(laneName string) ([]int, error) {
+	g := e.Group(laneName)
+	if !g.Exists() {
+		return nil, nil
+	}
+	p, err := g.Procs()
+	sort.Ints(p)
+	return p, err
+}
+
+// ReleaseLane moves every process out of a lane's group (each back to where
+// it came from, see Release) and removes the group. Used when a lane
+// disappears from the config and on stop.
+func (e *Engine) ReleaseLane(groupName string, recs map[int]ProcRecord) error {
+	g := e.H.Group(groupName)
+	if g.Exists() {
+		var errs []error
+		// Bounded: processes may fork while we empty the group.
+		for range 5 {
+			pids, err := g.Procs()
+			if err != nil || len(pids) == 0 {
+				break
+			}
+			for _, pid := range pids {
+				if err := e.release(pid, recs); err != nil && !isGone(err) {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if err := g.Remove(); err != nil {
+			errs = append(errs, err)
+			return errors.Join(errs...)
+		}
+		e.logf("removed cgroup %s", groupName)
+	}
+	return e.store.Delete(state.KindGroup, groupName)
+}
+
+// release puts one process back where lanes found it: its own record if it
+// has one, else the record of its nearest recorded ancestor (it was forked
+// inside the lane), else the root groups with the default I/O priority.
+func (e *Engine) release(pid int, recs map[int]ProcRecord) error {
+	rec, own := recs[pid]
+	if !own {
+		for p, i := pid, 0; i < 64; i++ {
+			pp, err := cgroup.ParentPID(p)
+			if err != nil || pp <= 1 {
+				break
+			}
+			if r, ok := recs[pp]; ok {
+				rec = r
+				rec.IOPrio = nil
+				break
+			}
+			p = pp
+		}
+	}
+	if rec.Orig.V2 == "" && len(rec.Orig.V1) == 0 {
+		rec.Orig = cgroup.Membership{V2: "/", V1: map[string]string{}}
+		for c := range e.H.V1 {
+			rec.Orig.V1[c] = "/"
+		}
+	}
+	err := e.H.Restore(pid, rec.Orig)
+	if own {
+		disk.RestoreProcess(pid, rec.IOPrio)
+		e.store.Delete(state.KindProc, strconv.Itoa(pid))
+	} else if tids, terr := cpu.Threads(pid); terr == nil {
+		for _, t := range tids {
+			disk.SetIOPrio(t, lane.IONone, 0)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("release process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// RestoreAll undoes everything recorded: every process goes back where it
+// was found, every group lanes created is removed, controllers lanes
+// enabled are disabled again. Used on a clean stop and by --cleanup.
+func (e *Engine) RestoreAll() error {
+	recs, err := e.Records()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	groups, err := e.store.List(state.KindGroup)
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, r := range groups {
+		names[r.Key] = true
+	}
+	// Leftovers not in the records (a lost state dir) are ours too.
+	if found, err := e.H.ListGroups(cgroup.Prefix); err == nil {
+		for _, g := range found {
+			names[g.Name()] = true
+		}
+	}
+	sorted := slices.Sorted(func(yield func(string) bool) {
+		for n := range names {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	for _, n := range sorted {
+		if isPrivateRunGroup(n) {
+			continue // belongs to a live `lanes run`
+		}
+		if err := e.ReleaseLane(n, recs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Records of processes that were not in any group any more.
+	for pid, r := range recs {
+		disk.RestoreProcess(pid, r.IOPrio)
+		e.store.Delete(state.KindProc, strconv.Itoa(pid))
+	}
+	subs, _ := e.store.List(state.KindSubtree)
+	if len(subs) > 0 {
+		for _, s := range subs {
+			e.H.Enabled = appendUnique(e.H.Enabled, s.Key)
+		}
+		if err := e.H.Undo(); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, s := range subs {
+				e.store.Delete(state.KindSubtree, s.Key)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func appendUnique(s []string, v string) []string {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}
+
+// RunGroupPrefix names the private groups of daemon-less `lanes run`:
+// lanes-run-<pid>-<lane>.
+const RunGroupPrefix = cgroup.Prefix + "run-"
+
+// isPrivateRunGroup reports whether name is the group of a `lanes run`
+// whose process is still alive.
+func isPrivateRunGroup(name string) bool {
+	rest, ok := cutPrefix(name, RunGroupPrefix)
+	if !ok {
+		return false
+	}
+	var pid int
+	for i := 0; i < len(rest) && rest[i] >= '0' && rest[i] <= '9'; i++ {
+		pid = pid*10 + int(rest[i]-'0')
+	}
+	if pid == 0 {
+		return false
+	}
+	_, err := readProc(pid)
+	return err == nil
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return s, false
+}

@@ -1,0 +1,75 @@
+package enforce
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procInfo is what enforce reads of a process.
+type procInfo struct {
+	PID       int
+	Comm      string
+	StartTime uint64 // clock ticks after boot (field 22 of /proc/PID/stat); tells a PID's reuse
+	UID, EUID int
+	Threads   int
+}
+
+// ErrNoProcess is wrapped when a PID does not exist.
+var ErrNoProcess = errors.New("no such process")
+
+func readProc(pid int) (procInfo, error) {
+	pi := procInfo{PID: pid}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return pi, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
+		}
+		return pi, fmt.Errorf("read process %d: %w", pid, err)
+	}
+	s := string(stat)
+	open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || close < open {
+		return pi, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	pi.Comm = s[open+1 : close]
+	rest := strings.Fields(s[close+1:])
+	// rest[0] is field 3 (state); starttime is field 22 -> rest[19].
+	if len(rest) < 20 {
+		return pi, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(rest))
+	}
+	if pi.StartTime, err = strconv.ParseUint(rest[19], 10, 64); err != nil {
+		return pi, fmt.Errorf("parse /proc/%d/stat starttime: %w", pid, err)
+	}
+	if n, err := strconv.Atoi(rest[17]); err == nil {
+		pi.Threads = n
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return pi, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			fs := strings.Fields(v)
+			if len(fs) >= 2 {
+				pi.UID, _ = strconv.Atoi(fs[0])
+				pi.EUID, _ = strconv.Atoi(fs[1])
+			}
+			break
+		}
+	}
+	return pi, nil
+}
+
+// alive reports whether pid still is the process that started at start.
+func alive(pid int, start uint64) bool {
+	pi, err := readProc(pid)
+	return err == nil && pi.StartTime == start
+}

@@ -1,0 +1,270 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/enforce"
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/lane"
+)
+
+func newMoveCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "move PID... LANE",
+		Short: "Move running processes (with their threads and children) into a lane",
+		Long: `Move each PID, all its threads and all its descendants into LANE. All or
+nothing: if one PID does not exist, or exits during the move, nothing moves.
+Non-root users may move only their own processes, into lanes the config grants
+to them (unprivileged = true).`,
+		Example: "  lanes move 4242 background\n  lanes move $(pgrep rsync) background",
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			laneName := args[len(args)-1]
+			var pids []int
+			for _, a := range args[:len(args)-1] {
+				pid, err := strconv.Atoi(a)
+				if err != nil || pid <= 0 {
+					return &ExitError{Code: 2, Err: fmt.Errorf("move: %q is not a PID (usage: lanes move PID... LANE)", a)}
+				}
+				pids = append(pids, pid)
+			}
+			resp, err := g.client().Move(cmd.Context(), laneName, pids...)
+			if err != nil {
+				return fmt.Errorf("move: %w", needDaemon(err))
+			}
+			fmt.Fprintf(Stdout, "moved %d process(es) to %s: %s\n", len(resp.Moved), resp.Lane, joinInts(resp.Moved, 20))
+			return nil
+		},
+	}
+}
+
+func describeCPU(c api.CPUSettings) string {
+	s := "weight " + strconv.Itoa(c.Weight)
+	if c.Idle {
+		s += ", idle"
+	}
+	if c.CapPercent > 0 {
+		s += fmt.Sprintf(", cap %g%%", c.CapPercent)
+	}
+	return s
+}
+
+func describeDisk(d api.DiskSettings) string {
+	s := d.Class
+	switch d.Class {
+	case "":
+		s = "unchanged"
+	case "idle":
+	default:
+		s += "/" + strconv.Itoa(d.Level)
+	}
+	if d.Weight > 0 {
+		s += ", weight " + strconv.Itoa(d.Weight)
+	}
+	return s
+}
+
+func describeNet(n api.NetSettings) string {
+	s := "prio " + strconv.Itoa(n.Priority)
+	if n.Rate > 0 {
+		s += ", rate " + lane.FormatRate(n.Rate)
+	}
+	if n.Ceil > 0 {
+		s += ", ceil " + lane.FormatRate(n.Ceil)
+	}
+	return s
+}
+
+func newLsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List lanes: settings, members and usage",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := g.client().Lanes(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("ls: %w", needDaemon(err))
+			}
+			if g.json {
+				return printJSON(r)
+			}
+			printLanes(r.Lanes)
+			return nil
+		},
+	}
+	addJSON(cmd, g)
+	return cmd
+}
+
+func printLanes(ls []api.Lane) {
+	w := table()
+	fmt.Fprintln(w, "LANE\tCPU\tDISK\tNET\tCPU TIME\tMEMBERS")
+	for _, l := range ls {
+		name := l.Name
+		if l.Default {
+			name += " (default)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", name, describeCPU(l.CPU), describeDisk(l.Disk),
+			describeNet(l.Net), l.CPUTime.Round(time.Millisecond), joinInts(l.Members, 8))
+	}
+	w.Flush()
+}
+
+func newPsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "List the processes in lanes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := g.client().Procs(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("ps: %w", needDaemon(err))
+			}
+			if g.json {
+				return printJSON(r)
+			}
+			w := table()
+			fmt.Fprintln(w, "PID\tLANE\tCOMMAND\tUID\tTHREADS\tIO\tWHY")
+			for _, p := range r.Procs {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", p.PID, p.Lane, p.Comm, p.UID, p.Threads, p.IOClass, p.Why)
+			}
+			return w.Flush()
+		},
+	}
+	addJSON(cmd, g)
+	return cmd
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the daemon's status, health and lanes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := g.client().Status(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("status: %w", needDaemon(err))
+			}
+			if g.json {
+				return printJSON(st)
+			}
+			fmt.Fprintf(Stdout, "lanesd %s, pid %d, up %s\n", st.Version, st.PID, time.Since(st.Started).Round(time.Second))
+			fmt.Fprintf(Stdout, "config:  %s (loaded %s)\n", st.Config, st.ConfigLoad.Format(time.RFC3339))
+			if st.ConfigError != "" {
+				fmt.Fprintf(Stdout, "         last reload failed, running config kept: %s\n", st.ConfigError)
+			}
+			fmt.Fprintf(Stdout, "state:   %s\nevents:  %s\n", st.StateDB, st.Events)
+			if len(st.Health) == 0 {
+				fmt.Fprintln(Stdout, "health:  ok")
+			}
+			for _, h := range st.Health {
+				fmt.Fprintf(Stdout, "health:  %s: %s\n", h.Code, h.Message)
+			}
+			fmt.Fprintln(Stdout)
+			printLanes(st.Lanes)
+			return nil
+		},
+	}
+	addJSON(cmd, g)
+	return cmd
+}
+
+func newDoctorCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Say which kernel mechanism lanes uses for each resource, and why",
+		Long: `For each resource (process grouping, CPU, disk, events, network), print the
+backend lanes uses on this kernel, whether it is the preferred one, and why.
+Asks lanesd when it runs; otherwise probes this host itself (read-only).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var kernel, source string
+			var mechs []features.Mechanism
+			if r, err := g.client().Doctor(cmd.Context()); err == nil {
+				kernel, mechs, source = r.Kernel, r.Mechanisms, "lanesd"
+			} else {
+				mechs, err = enforce.Probe()
+				if err != nil {
+					return fmt.Errorf("doctor: %w", err)
+				}
+				kernel, source = kernelRelease(), "local probe (no daemon running)"
+			}
+			if g.json {
+				return printJSON(api.DoctorResponse{Kernel: kernel, Mechanisms: mechs})
+			}
+			fmt.Fprintf(Stdout, "kernel %s, from %s\n\n", kernel, source)
+			w := table()
+			fmt.Fprintln(w, "RESOURCE\tBACKEND\tPREFERRED\tWHY")
+			bad := 0
+			for _, m := range mechs {
+				pref := "yes"
+				if !m.Preferred {
+					pref = "fallback"
+				}
+				if !m.OK {
+					pref, bad = "MISSING", bad+1
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Resource, m.Backend, pref, m.Reason)
+			}
+			w.Flush()
+			if bad > 0 {
+				return &ExitError{Code: 1, Err: fmt.Errorf("doctor: %d mechanism(s) have no working backend", bad)}
+			}
+			return nil
+		},
+	}
+	addJSON(cmd, g)
+	return cmd
+}
+
+func kernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func newConfigCmd(g *globals) *cobra.Command {
+	cfg := &cobra.Command{Use: "config", Short: "Work with lanes config files"}
+	cfg.AddCommand(&cobra.Command{
+		Use:   "check FILE",
+		Short: "Check a config file; print every error with its file, line and key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := lane.Load(args[0])
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			names := append([]string(nil), c.Order...)
+			sort.Strings(names)
+			fmt.Fprintf(Stdout, "%s: ok: %d lanes (%s), %d rules\n", args[0], len(c.Order), strings.Join(c.Order, ", "), len(c.Rules))
+			return nil
+		},
+	})
+	return cfg
+}
+
+func newReloadCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reload",
+		Short: "Make lanesd reread its config file (root only; a bad file keeps the running config)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := g.client().Reload(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("reload: %w", needDaemon(err))
+			}
+			fmt.Fprintf(Stdout, "reloaded %s: lanes %s\n", r.Config, strings.Join(r.Lanes, ", "))
+			return nil
+		},
+	}
+}

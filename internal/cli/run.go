@@ -19,9 +19,9 @@ import (
 // Exit statuses of `lanes run` when the command did not run, as env(1) and
 // container runtimes use them.
 const (
-	exitRunFailed   = 125 // lanes could not apply the lane
-	exitCannotExec  = 126 // the command exists but could not be executed
-	exitNotFound    = 127 // the command was not found
+	exitRunFailed  = 125 // lanes could not apply the lane
+	exitCannotExec = 126 // the command exists but could not be executed
+	exitNotFound   = 127 // the command was not found
 )
 
 func newRunCmd(g *globals) *cobra.Command {

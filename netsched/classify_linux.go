@@ -1,0 +1,215 @@
+package netsched
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// classOf returns a lane's class id from any applied plan. Class ids do
+// not depend on the interface (BuildPlan numbers lanes the same way).
+func (e *Enforcer) classOf(laneName string) (uint32, error) {
+	for _, st := range e.ifaces {
+		if c, ok := st.plan.Class(laneName); ok {
+			return c.ClassID, nil
+		}
+	}
+	return 0, fmt.Errorf("lane %s has no traffic class: no applied plan has it", laneName)
+}
+
+// cgroupID returns the id of the cgroup v2 directory dir: its inode number.
+func cgroupID(dir string) (uint64, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.IsDir() {
+		return 0, fmt.Errorf("%s is not a cgroup directory", dir)
+	}
+	return st.Ino, nil
+}
+
+// BindLane classifies the sockets of a lane's cgroup (a cgroup v2
+// directory, e.g. /sys/fs/cgroup/unified/lanes-background): sockets created
+// in it, or in any cgroup below it, get the lane's class as their priority,
+// and packets of sockets created there before are classified by the egress
+// classifier. Call it after Apply; calling it again updates the binding.
+func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.objs == nil {
+		return fmt.Errorf("bind lane %s: %w", laneName, e.clsErr)
+	}
+	cls, err := e.classOf(laneName)
+	if err != nil {
+		return fmt.Errorf("bind lane %s: %w", laneName, err)
+	}
+	id, err := cgroupID(cgroupV2Dir)
+	if err != nil {
+		return fmt.Errorf("bind lane %s: cgroup %s: %w", laneName, cgroupV2Dir, err)
+	}
+	if old, ok := e.bound[laneName]; ok && old.dir != cgroupV2Dir {
+		if err := e.unbind(laneName); err != nil {
+			return fmt.Errorf("bind lane %s: %w", laneName, err)
+		}
+	}
+	if err := e.objs.LaneOfCgroup.Put(id, cls); err != nil {
+		return fmt.Errorf("bind lane %s: map cgroup %d: %w", laneName, id, err)
+	}
+	if _, ok := e.cgLinks[cgroupV2Dir]; !ok {
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupV2Dir, Attach: ebpf.AttachCGroupInetSockCreate, Program: e.objs.LanesSockCreate})
+		if err != nil {
+			_ = e.objs.LaneOfCgroup.Delete(id)
+			return fmt.Errorf("bind lane %s: attach sock_create to %s: %w", laneName, cgroupV2Dir, err)
+		}
+		e.cgLinks[cgroupV2Dir] = l
+	}
+	e.bound[laneName] = boundLane{dir: cgroupV2Dir, cgid: id}
+	e.logf("netsched: lane %s: cgroup %s (id %d) -> class %x:%x", laneName, cgroupV2Dir, id, cls>>16, cls&0xffff)
+	return nil
+}
+
+// UnbindLane stops classifying a lane's cgroup.
+func (e *Enforcer) UnbindLane(laneName string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unbind(laneName)
+}
+
+func (e *Enforcer) unbind(laneName string) error {
+	b, ok := e.bound[laneName]
+	if !ok {
+		return nil
+	}
+	var errs []error
+	if err := e.objs.LaneOfCgroup.Delete(b.cgid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		errs = append(errs, fmt.Errorf("unmap cgroup %s: %w", b.dir, err))
+	}
+	if l, ok := e.cgLinks[b.dir]; ok {
+		if err := l.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("detach sock_create from %s: %w", b.dir, err))
+		}
+		delete(e.cgLinks, b.dir)
+	}
+	delete(e.bound, laneName)
+	return errors.Join(errs...)
+}
+
+// refreshBindings rewrites the cgroup map after a plan changed class ids.
+func (e *Enforcer) refreshBindings() error {
+	if e.objs == nil {
+		return nil
+	}
+	for name, b := range e.bound {
+		cls, err := e.classOf(name)
+		if err != nil {
+			continue // the lane left the plan; its old binding stays until UnbindLane
+		}
+		if err := e.objs.LaneOfCgroup.Put(b.cgid, cls); err != nil {
+			return fmt.Errorf("remap lane %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// MoveSockets makes the existing sockets of process pid follow it into
+// laneName: each of its inet sockets whose priority is unset or is the
+// label lanes gave it at creation is relabelled with the lane's class
+// (through a duplicate of the socket obtained with pidfd_getfd). A socket
+// whose program set its own priority keeps it: explicit labels win. It
+// returns after every socket was tried, with the errors joined.
+func (e *Enforcer) MoveSockets(pid int, laneName string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.objs == nil {
+		return fmt.Errorf("move sockets of %d: %w", pid, e.clsErr)
+	}
+	cls, err := e.classOf(laneName)
+	if err != nil {
+		return fmt.Errorf("move sockets of %d: %w", pid, err)
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("move sockets of %d: pidfd_open: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(fdDir)
+	if err != nil {
+		return fmt.Errorf("move sockets of %d: %w", pid, err)
+	}
+	seen := map[string]bool{}
+	var errs []error
+	moved, kept := 0, 0
+	for _, ent := range ents {
+		target, err := os.Readlink(filepath.Join(fdDir, ent.Name()))
+		if err != nil || !strings.HasPrefix(target, "socket:[") || seen[target] {
+			continue
+		}
+		seen[target] = true
+		fd, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		switch ok, err := e.relabel(pidfd, fd, cls); {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("fd %d: %w", fd, err))
+		case ok:
+			moved++
+		default:
+			kept++
+		}
+	}
+	e.logf("netsched: pid %d -> lane %s: %d sockets relabelled, %d kept their own label", pid, laneName, moved, kept)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("move sockets of %d: %w", pid, err)
+	}
+	return nil
+}
+
+// relabel sets the class of one socket of another process; it says
+// whether it did (false: not an inet socket, or explicitly labelled).
+func (e *Enforcer) relabel(pidfd, fd int, cls uint32) (bool, error) {
+	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		if errors.Is(err, unix.EBADF) {
+			return false, nil // closed meanwhile
+		}
+		return false, fmt.Errorf("pidfd_getfd: %w", err)
+	}
+	defer unix.Close(dup)
+	domain, err := unix.GetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil {
+		return false, fmt.Errorf("get SO_DOMAIN: %w", err)
+	}
+	if domain != unix.AF_INET && domain != unix.AF_INET6 {
+		return false, nil
+	}
+	prio, err := unix.GetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_PRIORITY)
+	if err != nil {
+		return false, fmt.Errorf("get SO_PRIORITY: %w", err)
+	}
+	var label uint32
+	if err := e.objs.AutoLabel.Lookup(uint32(dup), &label); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, fmt.Errorf("read lanes' label: %w", err)
+	}
+	if prio != 0 && uint32(prio) != label {
+		return false, nil
+	}
+	if err := unix.SetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_PRIORITY, int(cls)); err != nil {
+		return false, fmt.Errorf("set SO_PRIORITY: %w", hint(err))
+	}
+	if err := e.objs.AutoLabel.Update(uint32(dup), cls, ebpf.UpdateAny); err != nil {
+		return false, fmt.Errorf("record lanes' label: %w", err)
+	}
+	return true, nil
+}

@@ -1,0 +1,111 @@
+package netsched
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Cleanup removes what a crashed run of lanes left in the network namespace
+// (the caller's, or the one WithNetns names): root qdiscs with lanes'
+// handle (the kernel's default root qdisc comes back), lanes' tc filters,
+// lanes' IFB devices, and the bpffs directory PinDir. An original root
+// qdisc that was not the kernel's default cannot be restored: only the
+// crashed process knew it.
+func Cleanup(logf func(string, ...any), opts ...Option) error {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	e := &Enforcer{logf: logf, ns: netns.None()}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var err error
+	if o.netnsPath != "" {
+		e.ns, err = netnsFromPath(o.netnsPath)
+		if err != nil {
+			return fmt.Errorf("cleanup: %w", err)
+		}
+		defer e.closeNs()
+		e.h, err = netlink.NewHandleAt(e.ns)
+	} else {
+		e.h, err = netlink.NewHandle()
+	}
+	if err != nil {
+		return fmt.Errorf("cleanup: open netlink: %w", err)
+	}
+	defer e.h.Close()
+	links, err := e.h.LinkList()
+	if err != nil {
+		return fmt.Errorf("cleanup: list links: %w", err)
+	}
+	var errs []error
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, ifbPrefix) {
+			logf("netsched: cleanup: ip link del %s", l.Attrs().Name)
+			if err := e.h.LinkDel(l); err != nil {
+				errs = append(errs, fmt.Errorf("delete %s: %w", l.Attrs().Name, err))
+			}
+			continue
+		}
+		st := &ifaceState{}
+		if hasLanesFilters(e, l) {
+			st.addedClsact = true // only if nothing else is left on it
+		}
+		if !st.addedClsact && !e.rootIsOurs(l) {
+			continue
+		}
+		logf("netsched: cleanup: removing lanes' tree from %s", l.Attrs().Name)
+		if err := e.teardown(l, st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(PinDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove %s: %w", PinDir, err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
+}
+
+func hasLanesFilters(e *Enforcer, l netlink.Link) bool {
+	for _, parent := range []uint32{netlink.HANDLE_MIN_EGRESS, netlink.HANDLE_MIN_INGRESS} {
+		fs, err := e.h.FilterList(l, parent)
+		if err != nil {
+			continue
+		}
+		for _, f := range fs {
+			if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, filterPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// DefaultRouteInterface returns the interface of the IPv4 default route, or
+// of the IPv6 one when there is no IPv4 default route.
+func DefaultRouteInterface() (string, error) {
+	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		routes, err := netlink.RouteList(nil, family)
+		if err != nil {
+			return "", fmt.Errorf("list routes: %w", err)
+		}
+		for _, r := range routes {
+			if (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.LinkIndex > 0 {
+				l, err := netlink.LinkByIndex(r.LinkIndex)
+				if err != nil {
+					return "", fmt.Errorf("link of default route: %w", err)
+				}
+				return l.Attrs().Name, nil
+			}
+		}
+	}
+	return "", errors.New("no default route")
+}

@@ -1,0 +1,51 @@
+package netsched
+
+// Direction of a lane's counters.
+const (
+	Egress  = "egress"  // upload: the interface's own tree
+	Ingress = "ingress" // download: the tree on the interface's IFB
+)
+
+// LaneStats are one lane's counters on one interface and direction.
+type LaneStats struct {
+	Lane      string `json:"lane"`
+	Iface     string `json:"iface"`
+	Direction string `json:"direction"` // Egress or Ingress
+	ClassID   uint32 `json:"classid"`
+	Bytes     uint64 `json:"bytes"`
+	Packets   uint64 `json:"packets"`
+	Drops     uint64 `json:"drops"`
+	Backlog   uint64 `json:"backlog"` // bytes queued now
+	Qlen      uint64 `json:"qlen"`    // packets queued now
+	// RateBits is the rate (bits/s) since the previous Stats call for the
+	// same interface; 0 on the first call.
+	RateBits uint64 `json:"rate_bits"`
+}
+
+// Option configures an Enforcer.
+type Option func(*options)
+
+type options struct {
+	netnsPath string
+}
+
+// WithNetns makes the Enforcer manage the interfaces of the network
+// namespace at path (e.g. /run/netns/NAME) instead of the caller's.
+func WithNetns(path string) Option { return func(o *options) { o.netnsPath = path } }
+
+// ifbPrefix starts the name of every IFB device lanes creates; Cleanup
+// removes devices with this prefix.
+const ifbPrefix = "lanes-ifb"
+
+// filterPrio is the tc filter priority of lanes' classifiers, and
+// filterPrefix starts their names.
+const (
+	filterPrio   = 0x4c4e
+	filterPrefix = "lanes_"
+)
+
+// PinDir is lanes' directory on bpffs. Lanes pins nothing today (its
+// programs live as long as the daemon, or the tc filters that hold them);
+// Cleanup still removes the directory so that a later version's pins
+// never outlive a crash.
+const PinDir = "/sys/fs/bpf/lanes"

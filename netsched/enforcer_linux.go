@@ -1,0 +1,646 @@
+package netsched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	lanesbpf "github.com/lanes-qos/lanes/bpf"
+	"github.com/lanes-qos/lanes/internal/features"
+)
+
+// Enforcer applies Plans to interfaces and classifies sockets by lane. It is
+// safe for concurrent use.
+type Enforcer struct {
+	logf func(string, ...any)
+	h    *netlink.Handle
+	ns   netns.NsHandle // -1: the caller's namespace
+
+	leaf    LeafKind
+	leafWhy string
+	htbErr  error
+	clsErr  error // why the BPF classifier is unavailable, nil if it is
+	ingErr  error // why download shaping is unavailable, nil if it is
+
+	mu      sync.Mutex
+	objs    *lanesbpf.LanesObjects
+	ifaces  map[string]*ifaceState
+	cgLinks map[string]link.Link // cgroup dir -> sock_create attachment
+	bound   map[string]boundLane // lane -> its cgroup
+	closed  bool
+}
+
+type boundLane struct {
+	dir  string
+	cgid uint64
+}
+
+// ifaceState is what the Enforcer built on one interface.
+type ifaceState struct {
+	plan        Plan
+	orig        netlink.Qdisc // the root qdisc found before lanes, nil if the kernel's default
+	addedClsact bool
+	ifb         string // IFB device name, "" without ingress
+	last        map[statKey]sample
+}
+
+type statKey struct {
+	dir     string
+	classid uint32
+}
+
+type sample struct {
+	bytes uint64
+	at    time.Time
+}
+
+// New probes the kernel (HTB, fq_codel, clsact, IFB, the BPF program types
+// and helpers lanes uses) and loads the classification programs. It fails
+// only when HTB is missing; the other mechanisms degrade, as Mechanisms
+// reports.
+func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e := &Enforcer{
+		logf:    logf,
+		ns:      netns.None(),
+		ifaces:  map[string]*ifaceState{},
+		cgLinks: map[string]link.Link{},
+		bound:   map[string]boundLane{},
+	}
+	var err error
+	if o.netnsPath != "" {
+		e.ns, err = netns.GetFromPath(o.netnsPath)
+		if err != nil {
+			return nil, fmt.Errorf("open netns %s: %w", o.netnsPath, err)
+		}
+		e.h, err = netlink.NewHandleAt(e.ns)
+	} else {
+		e.h, err = netlink.NewHandle()
+	}
+	if err != nil {
+		e.closeNs()
+		return nil, fmt.Errorf("open netlink: %w", err)
+	}
+
+	if e.htbErr = features.HaveQdisc("htb"); e.htbErr != nil {
+		e.Close()
+		return nil, fmt.Errorf("network enforcement: %w", e.htbErr)
+	}
+	switch err := features.HaveQdisc("fq_codel"); {
+	case err == nil:
+		e.leaf, e.leafWhy = LeafFqCodel, "fq_codel present"
+	default:
+		e.leaf, e.leafWhy = LeafBfifo, fmt.Sprintf("fq_codel unavailable (%v); byte FIFO sized to each lane's target delay", err)
+	}
+
+	e.clsErr = firstErr(
+		features.HaveQdisc("clsact"),
+		features.HaveBPFProgramType(ebpf.CGroupSock),
+		features.HaveBPFProgramType(ebpf.SchedCLS),
+		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkbAncestorCgroupId),
+		features.HaveBPFHelper(ebpf.CGroupSock, asm.FnGetCurrentAncestorCgroupId),
+		features.HaveBPFHelper(ebpf.CGroupSock, asm.FnSkStorageGet),
+	)
+	if e.clsErr == nil {
+		var objs lanesbpf.LanesObjects
+		if err := lanesbpf.LoadLanesObjects(&objs, nil); err != nil {
+			e.clsErr = fmt.Errorf("load classification programs: %w", err)
+		} else {
+			e.objs = &objs
+		}
+	}
+	e.ingErr = firstErr(
+		e.clsErr,
+		features.HaveIFB(),
+		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp),
+		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
+		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnRedirect),
+	)
+	return e, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Leaf returns the leaf qdisc kind this kernel supports best; pass it to
+// BuildPlan.
+func (e *Enforcer) Leaf() LeafKind { return e.leaf }
+
+// Mechanisms says, for `lanes doctor`, which backend each network
+// mechanism uses on this host and why.
+func (e *Enforcer) Mechanisms() []features.Mechanism {
+	ms := []features.Mechanism{{
+		Resource:  "net scheduling",
+		Backend:   "HTB, one class per lane, leaf " + string(e.leaf),
+		Preferred: e.leaf == LeafFqCodel,
+		Reason:    e.leafWhy,
+		OK:        e.htbErr == nil,
+	}}
+	if e.clsErr == nil {
+		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "BPF cgroup sock_create priority + tc clsact egress classifier by socket cgroup", Preferred: true, Reason: "probed: cgroup sock programs, clsact, bpf_skb_ancestor_cgroup_id", OK: true})
+	} else {
+		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "none: every packet goes to the default lane", Reason: e.clsErr.Error()})
+	}
+	if e.ingErr == nil {
+		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB, lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, bpf_sk_lookup_tcp/udp, bpf_redirect in tc", OK: true})
+	} else {
+		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "none: downloads are not shaped", Reason: e.ingErr.Error()})
+	}
+	ms = append(ms, features.Mechanism{Resource: "net background transport", Backend: "lowest HTB priority, borrows only idle capacity", Reason: "scavenger congestion control (struct_ops) not implemented yet", OK: true})
+	return ms
+}
+
+// Close detaches the sock_create programs and releases the programs and
+// maps. Trees and tc filters stay (Remove undoes them); the filters keep
+// their programs alive.
+func (e *Enforcer) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	var errs []error
+	for dir, l := range e.cgLinks {
+		if err := l.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("detach sock_create from %s: %w", dir, err))
+		}
+	}
+	e.cgLinks = nil
+	if e.objs != nil {
+		if err := e.objs.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close bpf objects: %w", err))
+		}
+	}
+	if e.h != nil {
+		e.h.Close()
+	}
+	e.closeNs()
+	return errors.Join(errs...)
+}
+
+func (e *Enforcer) closeNs() {
+	if e.ns.IsOpen() {
+		e.ns.Close()
+	}
+}
+
+// validate checks a plan before anything touches the kernel.
+func (p Plan) validate() error {
+	if p.Iface == "" {
+		return fmt.Errorf("%w: no interface", ErrBadPlan)
+	}
+	if p.Rate == 0 {
+		return fmt.Errorf("%w: interface %s: zero rate", ErrBadPlan, p.Iface)
+	}
+	if len(p.Classes) == 0 {
+		return fmt.Errorf("%w: interface %s: no classes", ErrBadPlan, p.Iface)
+	}
+	for _, c := range p.Classes {
+		if c.ClassID>>16 != Major || c.Rate == 0 || c.Ceil < c.Rate || c.LeafHandle == 0 {
+			return fmt.Errorf("%w: interface %s: bad class %+v", ErrBadPlan, p.Iface, c)
+		}
+	}
+	return nil
+}
+
+// Apply makes the interface's tree match p. It may be called repeatedly
+// with identical input: a plan already in place issues no kernel
+// operations. The first Apply on an interface replaces its root qdisc with
+// lanes' HTB tree (handle Major:) and remembers the original. On any error
+// Apply removes the whole tree, its classifiers and IFB, and puts the
+// original root qdisc back: it never leaves a partial tree.
+func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("apply: enforcer closed")
+	}
+	if p.Ingress && e.ingErr != nil {
+		return fmt.Errorf("apply %s: download shaping: %w", p.Iface, e.ingErr)
+	}
+	dev, err := e.h.LinkByName(p.Iface)
+	if err != nil {
+		return fmt.Errorf("apply: interface %s: %w", p.Iface, err)
+	}
+	st := e.ifaces[p.Iface]
+	if st != nil && reflect.DeepEqual(st.plan, p) && e.rootIsOurs(dev) {
+		return nil
+	}
+	if st == nil {
+		st = &ifaceState{last: map[statKey]sample{}}
+		orig, err := e.rootQdisc(dev)
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", p.Iface, err)
+		}
+		if orig != nil && orig.Attrs().Handle>>16 != Major && orig.Attrs().Handle != 0 {
+			st.orig = restorable(orig)
+		}
+	}
+	if err := e.apply(ctx, dev, st, p); err != nil {
+		e.logf("netsched: apply %s failed, removing lanes' tree: %v", p.Iface, err)
+		if rerr := e.teardown(dev, st); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("undo: %w", rerr))
+		}
+		delete(e.ifaces, p.Iface)
+		return fmt.Errorf("apply %s: %w", p.Iface, err)
+	}
+	st.plan = p
+	e.ifaces[p.Iface] = st
+	if err := e.refreshBindings(); err != nil {
+		return fmt.Errorf("apply %s: %w", p.Iface, err)
+	}
+	return nil
+}
+
+func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, p Plan) error {
+	if err := e.buildTree(dev, p); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if e.objs != nil {
+		added, err := e.ensureClsact(dev)
+		st.addedClsact = st.addedClsact || added
+		if err != nil {
+			return err
+		}
+		if err := e.replaceFilter(dev, netlink.HANDLE_MIN_EGRESS, e.objs.LanesEgress, "lanes_egress"); err != nil {
+			return err
+		}
+	}
+	if !p.Ingress {
+		if st.ifb != "" {
+			if err := e.removeIngress(dev, st); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	name := fmt.Sprintf("%s%d", ifbPrefix, dev.Attrs().Index)
+	ifb, err := e.h.LinkByName(name)
+	if err != nil {
+		e.logf("netsched: ip link add %s type ifb", name)
+		if err := e.h.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: name, TxQLen: 1000}}); err != nil {
+			return fmt.Errorf("create ifb %s: %w", name, err)
+		}
+		st.ifb = name
+		if ifb, err = e.h.LinkByName(name); err != nil {
+			return fmt.Errorf("find ifb %s: %w", name, err)
+		}
+	}
+	st.ifb = name
+	if err := e.h.LinkSetUp(ifb); err != nil {
+		return fmt.Errorf("set %s up: %w", name, err)
+	}
+	if err := e.buildTree(ifb, p); err != nil {
+		return fmt.Errorf("ifb %s: %w", name, err)
+	}
+	if err := e.objs.IfbOf.Put(uint32(dev.Attrs().Index), uint32(ifb.Attrs().Index)); err != nil {
+		return fmt.Errorf("map %s to %s: %w", dev.Attrs().Name, name, err)
+	}
+	added, err := e.ensureClsact(dev)
+	st.addedClsact = st.addedClsact || added
+	if err != nil {
+		return err
+	}
+	return e.replaceFilter(dev, netlink.HANDLE_MIN_INGRESS, e.objs.LanesIngress, "lanes_ingress")
+}
+
+// buildTree makes dev's root an HTB tree matching p, replacing classes and
+// leaves in place and deleting lane classes p does not have.
+func (e *Enforcer) buildTree(dev netlink.Link, p Plan) error {
+	name := dev.Attrs().Name
+	idx := dev.Attrs().Index
+	root := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_ROOT, Handle: ClassID(Major, 0)})
+	root.Defcls = p.Default & 0xffff
+	cur, err := e.rootQdisc(dev)
+	if err != nil {
+		return err
+	}
+	// HTB cannot change its options in place: keep a tree of ours whose
+	// default class is right, rebuild one whose default changed.
+	if h, ok := cur.(*netlink.Htb); !ok || h.Handle != root.Handle || h.Defcls != root.Defcls {
+		if ok && h.Handle == root.Handle {
+			e.logf("netsched: tc qdisc del dev %s root handle %x: (default class changed)", name, Major)
+			if err := e.h.QdiscDel(root); err != nil {
+				return fmt.Errorf("delete root qdisc of %s: %w", name, hint(err))
+			}
+		}
+		e.logf("netsched: tc qdisc replace dev %s root handle %x: htb default %x", name, Major, root.Defcls)
+		if err := e.h.QdiscReplace(root); err != nil {
+			return fmt.Errorf("replace root qdisc of %s with htb: %w", name, hint(err))
+		}
+	}
+	top := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: ClassID(Major, 0), Handle: ClassID(Major, rootMinor)},
+		netlink.HtbClassAttrs{Rate: p.Rate, Ceil: p.Rate, Quantum: quantum})
+	e.logf("netsched: tc class replace dev %s parent %x: classid %x:%x htb rate %d ceil %d", name, Major, Major, rootMinor, p.Rate, p.Rate)
+	if err := e.h.ClassReplace(top); err != nil {
+		return fmt.Errorf("replace root class of %s: %w", name, hint(err))
+	}
+	want := map[uint32]bool{ClassID(Major, rootMinor): true}
+	for _, c := range p.Classes {
+		want[c.ClassID] = true
+		hc := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: ClassID(Major, rootMinor), Handle: c.ClassID},
+			netlink.HtbClassAttrs{Rate: c.Rate, Ceil: c.Ceil, Prio: c.Prio, Quantum: quantum})
+		e.logf("netsched: tc class replace dev %s parent %x:%x classid %x:%x htb rate %d ceil %d prio %d (lane %s)",
+			name, Major, rootMinor, c.ClassID>>16, c.ClassID&0xffff, c.Rate, c.Ceil, c.Prio, c.Lane)
+		if err := e.h.ClassReplace(hc); err != nil {
+			return fmt.Errorf("replace class of lane %s on %s: %w", c.Lane, name, hint(err))
+		}
+		if err := e.replaceLeaf(dev, c); err != nil {
+			return err
+		}
+	}
+	classes, err := e.h.ClassList(dev, ClassID(Major, 0))
+	if err != nil {
+		return fmt.Errorf("list classes of %s: %w", name, err)
+	}
+	for _, cl := range classes {
+		id := cl.Attrs().Handle
+		if id>>16 == Major && !want[id] {
+			e.logf("netsched: tc class del dev %s classid %x:%x", name, id>>16, id&0xffff)
+			if err := e.h.ClassDel(cl); err != nil {
+				return fmt.Errorf("delete stale class %x:%x on %s: %w", id>>16, id&0xffff, name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// quantum is every class's DRR quantum: one full packet, so that lanes of
+// the same priority share by bytes regardless of their rates.
+const quantum = MTU
+
+func (e *Enforcer) replaceLeaf(dev netlink.Link, c Class) error {
+	name := dev.Attrs().Name
+	attrs := netlink.QdiscAttrs{LinkIndex: dev.Attrs().Index, Parent: c.ClassID, Handle: c.LeafHandle}
+	var err error
+	switch c.Leaf {
+	case LeafFqCodel:
+		q := netlink.NewFqCodel(attrs)
+		q.Target = uint32(c.Target / time.Microsecond)
+		q.Limit = c.Limit
+		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: fq_codel target %s", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Target)
+		err = e.h.QdiscReplace(q)
+	case LeafBfifo:
+		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: bfifo limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
+		err = e.replaceBfifo(attrs, c.Limit)
+	default:
+		return fmt.Errorf("%w: lane %s: unknown leaf qdisc %q", ErrBadPlan, c.Lane, c.Leaf)
+	}
+	if errors.Is(err, unix.ENOENT) {
+		err = features.Missing("qdisc "+string(c.Leaf), "CONFIG_NET_SCH_"+kconfig(c.Leaf), err)
+	}
+	if err != nil {
+		return fmt.Errorf("add %s leaf for lane %s on %s: %w", c.Leaf, c.Lane, name, hint(err))
+	}
+	return nil
+}
+
+func kconfig(k LeafKind) string {
+	if k == LeafFqCodel {
+		return "FQ_CODEL"
+	}
+	return "FIFO"
+}
+
+// hint turns permission errors into a hint at the capability needed.
+func hint(err error) error {
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%w (needs CAP_NET_ADMIN)", err)
+	}
+	return err
+}
+
+func (e *Enforcer) rootQdisc(dev netlink.Link) (netlink.Qdisc, error) {
+	qs, err := e.h.QdiscList(dev)
+	if err != nil {
+		return nil, fmt.Errorf("list qdiscs of %s: %w", dev.Attrs().Name, err)
+	}
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_ROOT {
+			return q, nil
+		}
+	}
+	return nil, nil
+}
+
+func (e *Enforcer) rootIsOurs(dev netlink.Link) bool {
+	q, err := e.rootQdisc(dev)
+	return err == nil && q != nil && q.Attrs().Handle == ClassID(Major, 0) && q.Type() == "htb"
+}
+
+// ensureClsact adds a clsact qdisc unless dev has one; it says whether it
+// added it.
+func (e *Enforcer) ensureClsact(dev netlink.Link) (bool, error) {
+	qs, err := e.h.QdiscList(dev)
+	if err != nil {
+		return false, fmt.Errorf("list qdiscs of %s: %w", dev.Attrs().Name, err)
+	}
+	for _, q := range qs {
+		if q.Type() == "clsact" {
+			return false, nil
+		}
+	}
+	e.logf("netsched: tc qdisc add dev %s clsact", dev.Attrs().Name)
+	q := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: dev.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
+	if err := e.h.QdiscAdd(q); err != nil {
+		return false, fmt.Errorf("add clsact to %s: %w", dev.Attrs().Name, hint(err))
+	}
+	return true, nil
+}
+
+func (e *Enforcer) replaceFilter(dev netlink.Link, parent uint32, prog *ebpf.Program, name string) error {
+	f := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: dev.Attrs().Index,
+			Parent:    parent,
+			Handle:    1,
+			Priority:  filterPrio,
+			Protocol:  unix.ETH_P_ALL,
+		},
+		Fd:           prog.FD(),
+		Name:         name,
+		DirectAction: true,
+	}
+	e.logf("netsched: tc filter replace dev %s %s prio %d bpf da %s", dev.Attrs().Name, dirName(parent), filterPrio, name)
+	if err := e.h.FilterReplace(f); err != nil {
+		return fmt.Errorf("attach %s to %s: %w", name, dev.Attrs().Name, hint(err))
+	}
+	return nil
+}
+
+func dirName(parent uint32) string {
+	if parent == netlink.HANDLE_MIN_INGRESS {
+		return "ingress"
+	}
+	return "egress"
+}
+
+// Remove undoes what Apply did on iface: the tree, the classifiers lanes
+// attached, the IFB; and the interface's original root qdisc comes back.
+// It also removes a tree left by an earlier run (recognised by its handle).
+func (e *Enforcer) Remove(iface string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	dev, err := e.h.LinkByName(iface)
+	if err != nil {
+		return fmt.Errorf("remove: interface %s: %w", iface, err)
+	}
+	st := e.ifaces[iface]
+	if st == nil {
+		st = &ifaceState{ifb: fmt.Sprintf("%s%d", ifbPrefix, dev.Attrs().Index)}
+	}
+	err = e.teardown(dev, st)
+	delete(e.ifaces, iface)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", iface, err)
+	}
+	return nil
+}
+
+// teardown deletes everything lanes put on dev and restores st.orig.
+func (e *Enforcer) teardown(dev netlink.Link, st *ifaceState) error {
+	var errs []error
+	name := dev.Attrs().Name
+	if err := e.removeIngress(dev, st); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.deleteFilters(dev, netlink.HANDLE_MIN_EGRESS); err != nil {
+		errs = append(errs, err)
+	}
+	if st.addedClsact {
+		if err := e.deleteClsactIfEmpty(dev); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.rootIsOurs(dev) {
+		e.logf("netsched: tc qdisc del dev %s root handle %x:", name, Major)
+		root := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: dev.Attrs().Index, Parent: netlink.HANDLE_ROOT, Handle: ClassID(Major, 0)})
+		if err := e.h.QdiscDel(root); err != nil {
+			errs = append(errs, fmt.Errorf("delete root qdisc of %s: %w", name, err))
+		}
+	}
+	if st.orig != nil {
+		e.logf("netsched: tc qdisc add dev %s root %s (restoring the original)", name, st.orig.Type())
+		if err := e.h.QdiscReplace(st.orig); err != nil {
+			errs = append(errs, fmt.Errorf("restore root qdisc %s of %s: %w", st.orig.Type(), name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Enforcer) removeIngress(dev netlink.Link, st *ifaceState) error {
+	var errs []error
+	if err := e.deleteFilters(dev, netlink.HANDLE_MIN_INGRESS); err != nil {
+		errs = append(errs, err)
+	}
+	if e.objs != nil {
+		if err := e.objs.IfbOf.Delete(uint32(dev.Attrs().Index)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("unmap ifb of %s: %w", dev.Attrs().Name, err))
+		}
+	}
+	if st.ifb != "" {
+		if ifb, err := e.h.LinkByName(st.ifb); err == nil {
+			e.logf("netsched: ip link del %s", st.ifb)
+			if err := e.h.LinkDel(ifb); err != nil {
+				errs = append(errs, fmt.Errorf("delete %s: %w", st.ifb, err))
+			}
+		}
+		st.ifb = ""
+	}
+	return errors.Join(errs...)
+}
+
+// deleteFilters deletes lanes' filters (by name prefix) under parent.
+func (e *Enforcer) deleteFilters(dev netlink.Link, parent uint32) error {
+	fs, err := e.h.FilterList(dev, parent)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			return nil // no clsact
+		}
+		return fmt.Errorf("list filters of %s: %w", dev.Attrs().Name, err)
+	}
+	var errs []error
+	for _, f := range fs {
+		bf, ok := f.(*netlink.BpfFilter)
+		if !ok || len(bf.Name) < len(filterPrefix) || bf.Name[:len(filterPrefix)] != filterPrefix {
+			continue
+		}
+		e.logf("netsched: tc filter del dev %s %s prio %d (%s)", dev.Attrs().Name, dirName(parent), bf.Priority, bf.Name)
+		if err := e.h.FilterDel(bf); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete filter %s of %s: %w", bf.Name, dev.Attrs().Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Enforcer) deleteClsactIfEmpty(dev netlink.Link) error {
+	for _, parent := range []uint32{netlink.HANDLE_MIN_EGRESS, netlink.HANDLE_MIN_INGRESS} {
+		fs, err := e.h.FilterList(dev, parent)
+		if err != nil {
+			return nil // no clsact
+		}
+		if len(fs) > 0 {
+			return nil
+		}
+	}
+	e.logf("netsched: tc qdisc del dev %s clsact", dev.Attrs().Name)
+	q := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: dev.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
+	if err := e.h.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("delete clsact of %s: %w", dev.Attrs().Name, err)
+	}
+	return nil
+}
+
+func netnsFromPath(path string) (netns.NsHandle, error) {
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return netns.None(), fmt.Errorf("open netns %s: %w", path, err)
+	}
+	return ns, nil
+}
+
+// restorable returns a copy of a listed qdisc that can be sent back to the
+// kernel: listing reports some options differently from how they are set.
+func restorable(q netlink.Qdisc) netlink.Qdisc {
+	switch q := q.(type) {
+	case *netlink.Htb:
+		c := *q
+		c.Version = 3 // dumped as the full HTB_VER, set as its major
+		c.DirectPkts = 0
+		c.Statistics = nil
+		return &c
+	}
+	return q
+}

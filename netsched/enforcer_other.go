@@ -1,0 +1,54 @@
+//go:build !linux
+
+package netsched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lanes-qos/lanes/internal/features"
+)
+
+var errUnsupported = fmt.Errorf("network enforcement needs Linux: %w", errors.ErrUnsupported)
+
+// Enforcer applies network plans (Linux only).
+type Enforcer struct{}
+
+// New returns an error: network enforcement needs Linux.
+func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) { return nil, errUnsupported }
+
+// Leaf returns the leaf qdisc kind.
+func (e *Enforcer) Leaf() LeafKind { return LeafBfifo }
+
+// Apply is unsupported.
+func (e *Enforcer) Apply(ctx context.Context, p Plan) error { return errUnsupported }
+
+// BindLane is unsupported.
+func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error { return errUnsupported }
+
+// UnbindLane is unsupported.
+func (e *Enforcer) UnbindLane(laneName string) error { return errUnsupported }
+
+// MoveSockets is unsupported.
+func (e *Enforcer) MoveSockets(pid int, laneName string) error { return errUnsupported }
+
+// Stats is unsupported.
+func (e *Enforcer) Stats(iface string) ([]LaneStats, error) { return nil, errUnsupported }
+
+// Remove is unsupported.
+func (e *Enforcer) Remove(iface string) error { return errUnsupported }
+
+// Mechanisms reports that no network mechanism is available.
+func (e *Enforcer) Mechanisms() []features.Mechanism {
+	return []features.Mechanism{{Resource: "net", Backend: "none", Reason: "needs Linux"}}
+}
+
+// Close does nothing.
+func (e *Enforcer) Close() error { return nil }
+
+// Cleanup is unsupported.
+func Cleanup(logf func(string, ...any), opts ...Option) error { return errUnsupported }
+
+// DefaultRouteInterface is unsupported.
+func DefaultRouteInterface() (string, error) { return "", errUnsupported }

@@ -1,0 +1,258 @@
+package netsched
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/internal/testutil"
+)
+
+// topo is a src — rtr — dst chain of network namespaces. rtr forwards
+// through a 20 Mbit/s bottleneck with a 500-packet FIFO in both directions
+// (a bloated router). Addresses are from 198.18.0.0/15 and exist only in
+// these namespaces.
+type topo struct {
+	src, rtr, dst string // netns names
+	srcIf         string // src's interface towards rtr
+	dstAddr       string
+}
+
+const (
+	srcAddr = "198.18.1.1"
+	dstAddr = "198.18.2.2"
+)
+
+func run(t testing.TB, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func output(t testing.TB, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// newNetns creates a named network namespace, deleted when the test ends.
+func newNetns(t testing.TB, prefix string) string {
+	t.Helper()
+	name := testutil.UniqueName(prefix)
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	run(t, "ip", "-n", name, "link", "set", "lo", "up")
+	return name
+}
+
+func nsPath(name string) string { return "/run/netns/" + name }
+
+// newTopo builds src — rtr — dst. With bottleneck, rtr shapes both
+// directions at 20 Mbit/s with a 500-packet pfifo.
+func newTopo(t testing.TB, bottleneck bool) *topo {
+	t.Helper()
+	tp := &topo{src: newNetns(t, "lns"), rtr: newNetns(t, "lnr"), dst: newNetns(t, "lnd"), srcIf: "v-src", dstAddr: dstAddr}
+	run(t, "ip", "link", "add", "v-src", "netns", tp.src, "type", "veth", "peer", "name", "v-rs", "netns", tp.rtr)
+	run(t, "ip", "link", "add", "v-dst", "netns", tp.dst, "type", "veth", "peer", "name", "v-rd", "netns", tp.rtr)
+	for _, c := range [][]string{
+		{tp.src, "v-src", srcAddr + "/24"},
+		{tp.rtr, "v-rs", "198.18.1.2/24"},
+		{tp.rtr, "v-rd", "198.18.2.1/24"},
+		{tp.dst, "v-dst", dstAddr + "/24"},
+	} {
+		run(t, "ip", "-n", c[0], "addr", "add", c[2], "dev", c[1])
+		run(t, "ip", "-n", c[0], "link", "set", c[1], "up")
+		// Real packets, as a NIC sends them: no 64 KiB GSO aggregates
+		// through the FIFOs.
+		run(t, "ip", "netns", "exec", c[0], "ethtool", "-K", c[1], "tso", "off", "gso", "off", "gro", "off")
+	}
+	run(t, "ip", "-n", tp.src, "route", "add", "default", "via", "198.18.1.2")
+	run(t, "ip", "-n", tp.dst, "route", "add", "default", "via", "198.18.2.1")
+	run(t, "ip", "netns", "exec", tp.rtr, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+	if bottleneck {
+		for _, dev := range []string{"v-rs", "v-rd"} {
+			run(t, "tc", "-n", tp.rtr, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
+			run(t, "tc", "-n", tp.rtr, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "20mbit", "ceil", "20mbit")
+			run(t, "tc", "-n", tp.rtr, "qdisc", "add", "dev", dev, "parent", "1:1", "pfifo", "limit", "500")
+		}
+	}
+	run(t, "ip", "netns", "exec", tp.src, "ping", "-c", "1", "-W", "2", dstAddr)
+	return tp
+}
+
+// newCgroup creates a cgroup v2 directory for test processes, removed when
+// the test ends (its processes are killed first).
+func newCgroup(t testing.TB, prefix string) string {
+	t.Helper()
+	dir := filepath.Join("/sys/fs/cgroup/unified", testutil.UniqueName(prefix))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("create cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
+				return
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+				for _, f := range strings.Fields(string(b)) {
+					var pid int
+					fmt.Sscan(f, &pid)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Errorf("cgroup %s not removed", dir)
+	})
+	return dir
+}
+
+// command returns cmd run in netns ns and started inside cgroup dir ("":
+// the test's own cgroup).
+func command(t testing.TB, ctx context.Context, ns, cgroup string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, args...)...)
+	if cgroup != "" {
+		f, err := os.Open(cgroup)
+		if err != nil {
+			t.Fatalf("open cgroup: %v", err)
+		}
+		t.Cleanup(func() { f.Close() })
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
+	}
+	cmd.WaitDelay = 2 * time.Second
+	return cmd
+}
+
+// iperfServer starts a one-off iperf3 server in dst on port.
+func iperfServer(t testing.TB, ctx context.Context, tp *topo, port int) {
+	t.Helper()
+	cmd := command(t, ctx, tp.dst, "", "iperf3", "-s", "-1", "-B", tp.dstAddr, "-p", fmt.Sprint(port))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start iperf3 server: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if exec.Command("ip", "netns", "exec", tp.dst, "ss", "-ltnH", fmt.Sprintf("sport = :%d", port)).Run() == nil {
+			out, _ := exec.Command("ip", "netns", "exec", tp.dst, "ss", "-ltnH", fmt.Sprintf("sport = :%d", port)).Output()
+			if len(bytes.TrimSpace(out)) > 0 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("iperf3 server on port %d did not start", port)
+}
+
+// flow is a running iperf3 client.
+type flow struct {
+	cmd *exec.Cmd
+	out bytes.Buffer
+}
+
+// startFlow starts a cubic TCP flow from src (in cgroup) to dst for secs
+// seconds; reverse makes it a download.
+func startFlow(t testing.TB, ctx context.Context, tp *topo, cgroup string, port int, secs int, reverse bool) *flow {
+	t.Helper()
+	iperfServer(t, ctx, tp, port)
+	args := []string{"iperf3", "-c", tp.dstAddr, "-p", fmt.Sprint(port), "-t", fmt.Sprint(secs), "-C", "cubic", "-J"}
+	if reverse {
+		args = append(args, "-R")
+	}
+	f := &flow{cmd: command(t, ctx, tp.src, cgroup, args...)}
+	f.cmd.Stdout = &f.out
+	if err := f.cmd.Start(); err != nil {
+		t.Fatalf("start iperf3: %v", err)
+	}
+	t.Cleanup(func() { _ = f.cmd.Process.Kill(); _ = f.cmd.Wait() })
+	return f
+}
+
+// wait returns the flow's goodput at the receiver, in bits/s.
+func (f *flow) wait(t testing.TB) float64 {
+	t.Helper()
+	if err := f.cmd.Wait(); err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, f.out.String())
+	}
+	var r struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(f.out.Bytes(), &r); err != nil {
+		t.Fatalf("parse iperf3 output: %v\n%s", err, f.out.String())
+	}
+	return r.End.SumReceived.BitsPerSecond
+}
+
+// pingP99 runs an irtt UDP ping from src (in cgroup) for d at 10 ms
+// intervals and returns the 99th percentile round-trip time.
+func pingP99(t testing.TB, ctx context.Context, tp *topo, cgroup string, port int, d time.Duration) time.Duration {
+	t.Helper()
+	srv := command(t, ctx, tp.dst, "", "irtt", "server", "-q", "-b", fmt.Sprintf("%s:%d", tp.dstAddr, port))
+	if err := srv.Start(); err != nil {
+		t.Fatalf("start irtt server: %v", err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	out := filepath.Join(t.TempDir(), "irtt.json")
+	cli := command(t, ctx, tp.src, cgroup, "irtt", "client", "-Q", "-i", "10ms", "-d", d.String(), "-o", out, fmt.Sprintf("%s:%d", tp.dstAddr, port))
+	if b, err := cli.CombinedOutput(); err != nil {
+		t.Fatalf("irtt client: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		RoundTrips []struct {
+			Lost  string `json:"lost"`
+			Delay struct {
+				RTT int64 `json:"rtt"`
+			} `json:"delay"`
+		} `json:"round_trips"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("parse irtt output: %v", err)
+	}
+	var rtts []time.Duration
+	lost := 0
+	for _, rt := range r.RoundTrips {
+		if rt.Lost != "false" {
+			lost++
+			continue
+		}
+		rtts = append(rtts, time.Duration(rt.Delay.RTT))
+	}
+	if len(rtts) < 10 {
+		t.Fatalf("irtt: only %d round trips (%d lost)", len(rtts), lost)
+	}
+	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
+	// A lost probe counts as infinitely late.
+	idx := (len(rtts)+lost)*99/100 - 0
+	if idx >= len(rtts) {
+		return time.Hour
+	}
+	return rtts[idx]
+}

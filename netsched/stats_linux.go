@@ -1,0 +1,58 @@
+package netsched
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Stats returns each lane's counters on iface: egress, and ingress when the
+// plan shapes downloads. RateBits is measured between two Stats calls.
+func (e *Enforcer) Stats(iface string) ([]LaneStats, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.ifaces[iface]
+	if st == nil {
+		return nil, fmt.Errorf("stats %s: no plan applied", iface)
+	}
+	now := time.Now()
+	devs := []struct{ name, dir string }{{iface, Egress}}
+	if st.ifb != "" {
+		devs = append(devs, struct{ name, dir string }{st.ifb, Ingress})
+	}
+	var out []LaneStats
+	for _, d := range devs {
+		dev, err := e.h.LinkByName(d.name)
+		if err != nil {
+			return nil, fmt.Errorf("stats %s: %w", d.name, err)
+		}
+		classes, err := e.h.ClassList(dev, ClassID(Major, 0))
+		if err != nil {
+			return nil, fmt.Errorf("stats %s: list classes: %w", d.name, err)
+		}
+		byID := map[uint32]netlink.Class{}
+		for _, c := range classes {
+			byID[c.Attrs().Handle] = c
+		}
+		for _, c := range st.plan.Classes {
+			ls := LaneStats{Lane: c.Lane, Iface: iface, Direction: d.dir, ClassID: c.ClassID}
+			if kc, ok := byID[c.ClassID]; ok && kc.Attrs().Statistics != nil {
+				s := kc.Attrs().Statistics
+				if s.Basic != nil {
+					ls.Bytes, ls.Packets = s.Basic.Bytes, uint64(s.Basic.Packets)
+				}
+				if s.Queue != nil {
+					ls.Drops, ls.Backlog, ls.Qlen = uint64(s.Queue.Drops), uint64(s.Queue.Backlog), uint64(s.Queue.Qlen)
+				}
+			}
+			k := statKey{d.dir, c.ClassID}
+			if prev, ok := st.last[k]; ok && now.After(prev.at) && ls.Bytes >= prev.bytes {
+				ls.RateBits = uint64(float64(ls.Bytes-prev.bytes) * 8 / now.Sub(prev.at).Seconds())
+			}
+			st.last[k] = sample{ls.Bytes, now}
+			out = append(out, ls)
+		}
+	}
+	return out, nil
+}

@@ -274,6 +274,14 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 		e.undoRecord(m, key)
 		return m, err
 	}
+	// The kernel ignores writes for a process that exits meanwhile: check.
+	if now, err := cgroup.ProcMembership(pid); err != nil || !e.inGroup(now, g) {
+		e.undoRecord(m, key)
+		if _, perr := readProc(pid); perr != nil {
+			return m, perr
+		}
+		return m, fmt.Errorf("process %d did not join %s", pid, g.Name())
+	}
 	saved, err := disk.ApplyProcess(pid, l.Disk)
 	m.preIO = saved
 	if err != nil {
@@ -300,6 +308,16 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 		return m, err
 	}
 	return m, nil
+}
+
+// inGroup reports whether a membership puts the process in g (checked in
+// the hierarchy that carries the lane: v1 cpu where there is one, else v2).
+func (e *Engine) inGroup(m cgroup.Membership, g cgroup.Group) bool {
+	want := "/" + g.Name()
+	if p, ok := m.V1[cgroup.CPU]; ok && e.H.CPURoot != "" {
+		return p == want
+	}
+	return m.V2 == want
 }
 
 func (e *Engine) undoRecord(m moved, key string) {

@@ -42,6 +42,10 @@ func readProc(pid int) (procInfo, error) {
 	if len(rest) < 20 {
 		return pi, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(rest))
 	}
+	if rest[0] == "Z" || rest[0] == "X" {
+		// Exited, not yet reaped: cgroup writes silently ignore it.
+		return pi, fmt.Errorf("process %d has exited: %w", pid, ErrNoProcess)
+	}
 	if pi.StartTime, err = strconv.ParseUint(rest[19], 10, 64); err != nil {
 		return pi, fmt.Errorf("parse /proc/%d/stat starttime: %w", pid, err)
 	}

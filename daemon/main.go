@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+)
+
+// Main is lanesd's command line: it parses args (without the program
+// name) and runs the daemon or the cleanup, returning the exit status.
+func Main(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lanesd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opts Options
+	cleanup := fs.Bool("cleanup", false, "remove what a crashed lanesd left (cgroups, moved processes) and exit")
+	fs.StringVar(&opts.ConfigPath, "config", "", "config file (default "+DefaultConfigPath+" if it exists, else the embedded defaults)")
+	fs.StringVar(&opts.Socket, "socket", "", "local API socket (default: the config's daemon.socket, /run/lanes/lanes.sock)")
+	fs.StringVar(&opts.StateDir, "state-dir", "", "state directory (default: the config's daemon.state_dir, /var/lib/lanes)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: lanesd [flags]
+
+lanesd puts processes into lanes (interactive, normal, background, and the
+lanes of the config) and schedules their CPU and disk accordingly. It runs as
+root until SIGINT/SIGTERM, then restores the host as it found it. After a
+crash, a new start adopts what the old one left (or removes it: --cleanup).
+SIGHUP reloads the config; a bad file keeps the running one. Talk to it with
+'lanes' (lanes status, lanes ls, lanes run, lanes move).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lanesd: unexpected argument %q (see lanesd --help)\n", fs.Arg(0))
+		return 2
+	}
+	logger := log.New(stderr, "lanesd: ", log.LstdFlags)
+	opts.Logf = logger.Printf
+	var err error
+	if *cleanup {
+		err = Cleanup(opts)
+	} else {
+		err = Run(context.Background(), opts)
+	}
+	if err != nil {
+		logger.Printf("%v", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,760 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/disk"
+	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/testutil"
+	"github.com/lanes-qos/lanes/lane"
+)
+
+// env is one lanesd (possibly not running) with its own socket, state and
+// config, and the test binary copied where any user may execute it.
+type env struct {
+	t        *testing.T
+	dir      string
+	bin      string
+	socket   string
+	stateDir string
+	config   string
+
+	d    *exec.Cmd
+	log  *syncBuf
+	exit chan error
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newEnv(t *testing.T, config string) *env {
+	t.Helper()
+	testutil.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "lanes-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	e := &env{t: t, dir: dir, bin: filepath.Join(dir, "lanes"), socket: filepath.Join(dir, "lanes.sock"),
+		stateDir: filepath.Join(dir, "state"), config: filepath.Join(dir, "lanes.toml")}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if config != "" {
+		e.writeConfig(config)
+	}
+	return e
+}
+
+func (e *env) writeConfig(text string) {
+	e.t.Helper()
+	if err := os.WriteFile(e.config, []byte(text), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) daemonArgs() []string {
+	args := []string{"--socket", e.socket, "--state-dir", e.stateDir}
+	if _, err := os.Stat(e.config); err == nil {
+		args = append(args, "--config", e.config)
+	}
+	return args
+}
+
+// start runs lanesd and waits until its API answers.
+func (e *env) start() {
+	e.t.Helper()
+	e.log = &syncBuf{}
+	e.d = exec.Command(e.bin, e.daemonArgs()...)
+	e.d.Env = append(os.Environ(), roleEnv+"=lanesd")
+	e.d.Stdout, e.d.Stderr = e.log, e.log
+	if err := e.d.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exit = make(chan error, 1)
+	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.d, e.exit)
+	e.t.Cleanup(func() {
+		if e.d != nil {
+			e.stop()
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("unix", e.socket); err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case err := <-e.exit:
+			e.d = nil
+			e.t.Fatalf("lanesd exited at start: %v\n%s", err, e.log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	e.t.Fatalf("lanesd did not answer within 10s\n%s", e.log)
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (e *env) stop() {
+	e.t.Helper()
+	if e.d == nil {
+		return
+	}
+	e.d.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-e.exit:
+		if err != nil {
+			e.t.Errorf("lanesd exited with %v\n%s", err, e.log)
+		}
+	case <-time.After(20 * time.Second):
+		e.d.Process.Kill()
+		e.t.Errorf("lanesd did not stop within 20s\n%s", e.log)
+	}
+	e.d = nil
+}
+
+// kill9 kills lanesd without letting it clean up.
+func (e *env) kill9() {
+	e.t.Helper()
+	e.d.Process.Kill()
+	<-e.exit
+	e.d = nil
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (e *env) lanesCmd(cred *syscall.Credential, args ...string) *exec.Cmd {
+	c := exec.Command(e.bin, append([]string{"--socket", e.socket}, args...)...)
+	c.Env = append(os.Environ(), roleEnv+"=lanes")
+	if cred != nil {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		c.Dir = "/"
+	}
+	return c
+}
+
+func (e *env) lanesAs(cred *syscall.Credential, args ...string) result {
+	e.t.Helper()
+	c := e.lanesCmd(cred, args...)
+	var so, se bytes.Buffer
+	c.Stdout, c.Stderr = &so, &se
+	err := c.Run()
+	r := result{stdout: so.String(), stderr: se.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+			r.code = 128 + int(ws.Signal())
+		}
+	} else if err != nil {
+		e.t.Fatalf("lanes %v: %v", args, err)
+	}
+	return r
+}
+
+func (e *env) lanes(args ...string) result { e.t.Helper(); return e.lanesAs(nil, args...) }
+
+func (e *env) lanesJSON(v any, args ...string) {
+	e.t.Helper()
+	r := e.lanes(append(args, "--json")...)
+	if r.code != 0 {
+		e.t.Fatalf("lanes %v: exit %d: %s", args, r.code, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		e.t.Fatalf("lanes %v: %v\n%s", args, err, r.stdout)
+	}
+}
+
+// laneOf returns the lane group a process is in ("" if none), read from
+// the hierarchy that carries the lane.
+func laneOf(t *testing.T, pid int) string {
+	t.Helper()
+	m, err := cgroup.ProcMembership(pid)
+	if err != nil {
+		t.Fatalf("membership of %d: %v", pid, err)
+	}
+	p, ok := m.V1[cgroup.CPU]
+	if !ok {
+		p = m.V2
+	}
+	return strings.TrimPrefix(p, "/")
+}
+
+func membership(t *testing.T, pid int) cgroup.Membership {
+	t.Helper()
+	m, err := cgroup.ProcMembership(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// start a long-lived command, killed at cleanup.
+func spawn(t *testing.T, cred *syscall.Credential, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	c := exec.Command(name, args...)
+	if cred != nil {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c
+}
+
+// noLanesObjects fails if any cgroup of lanes (lanes-*) is left.
+func noLanesObjects(t *testing.T) {
+	t.Helper()
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{h.CPURoot, h.V2Root, h.BlkioRoot} {
+		if root == "" {
+			continue
+		}
+		ents, _ := os.ReadDir(root)
+		for _, en := range ents {
+			if en.IsDir() && strings.HasPrefix(en.Name(), cgroup.Prefix) {
+				t.Errorf("left behind: cgroup %s", filepath.Join(root, en.Name()))
+			}
+		}
+	}
+}
+
+func threads(t *testing.T, pid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, en := range ents {
+		n, _ := strconv.Atoi(en.Name())
+		out = append(out, n)
+	}
+	return out
+}
+
+// A process tree moves whole into a lane, every thread takes the lane's
+// I/O class, and a clean stop puts everything back as it was.
+func TestMoveAndRestore(t *testing.T) {
+	e := newEnv(t, "")
+	// A shell with a child forked before the move.
+	sh := spawn(t, nil, "sh", "-c", "sleep 60 & wait")
+	time.Sleep(200 * time.Millisecond)
+	kids, err := cgroup.Descendants(sh.Process.Pid)
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("descendants of the shell: %v %v", kids, err)
+	}
+	before := membership(t, sh.Process.Pid)
+	ioBefore, lvlBefore, _ := disk.GetIOPrio(sh.Process.Pid)
+	e.start()
+
+	r := e.lanes("move", strconv.Itoa(sh.Process.Pid), "background")
+	if r.code != 0 {
+		t.Fatalf("move: %d %s", r.code, r.stderr)
+	}
+	for _, pid := range []int{sh.Process.Pid, kids[0]} {
+		if got := laneOf(t, pid); got != "lanes-background" {
+			t.Errorf("process %d in %q, want lanes-background", pid, got)
+		}
+		for _, tid := range threads(t, pid) {
+			if c, _, err := disk.GetIOPrio(tid); err != nil || c != lane.IOIdle {
+				t.Errorf("thread %d of %d: io class %q (%v), want idle", tid, pid, c, err)
+			}
+		}
+	}
+	var ps api.ProcsResponse
+	e.lanesJSON(&ps, "ps")
+	found := map[int]string{}
+	for _, p := range ps.Procs {
+		found[p.PID] = p.Lane + "/" + p.Why
+	}
+	if found[sh.Process.Pid] != "background/move" || found[kids[0]] != "background/move" {
+		t.Errorf("lanes ps: %v", found)
+	}
+
+	e.stop()
+	if got := membership(t, sh.Process.Pid); got.V2 != before.V2 || got.V1[cgroup.CPU] != before.V1[cgroup.CPU] {
+		t.Errorf("after stop: %+v, want %+v", got, before)
+	}
+	if c, lvl, _ := disk.GetIOPrio(sh.Process.Pid); c != ioBefore || lvl != lvlBefore {
+		t.Errorf("after stop: io %s/%d, want %s/%d", c, lvl, ioBefore, lvlBefore)
+	}
+	noLanesObjects(t)
+}
+
+// A multi-threaded process moves whole, and a child it forks after the
+// move is in the lane too.
+func TestThreadsAndLaterChildrenFollow(t *testing.T) {
+	e := newEnv(t, "")
+	e.start()
+	// The test binary as a spinner has several runtime threads.
+	c := exec.Command(e.bin)
+	c.Env = append(os.Environ(), roleEnv+"=spin", "LANES_SPIN_SECONDS=20", "LANES_SPIN_FORK_AFTER=1")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	if r := e.lanes("move", strconv.Itoa(c.Process.Pid), "interactive"); r.code != 0 {
+		t.Fatalf("move: %s", r.stderr)
+	}
+	for _, tid := range threads(t, c.Process.Pid) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/cgroup", c.Process.Pid, tid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := cgroup.ParseMembership(string(b))
+		p, ok := m.V1[cgroup.CPU]
+		if !ok {
+			p = m.V2
+		}
+		if p != "/lanes-interactive" {
+			t.Errorf("thread %d in %s", tid, p)
+		}
+	}
+	// The spinner forks a child one second after it started.
+	var kids []int
+	for i := 0; i < 40 && len(kids) == 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		kids, _ = cgroup.Descendants(c.Process.Pid)
+	}
+	if len(kids) == 0 {
+		t.Fatal("the spinner forked no child")
+	}
+	if got := laneOf(t, kids[0]); got != "lanes-interactive" {
+		t.Errorf("child forked after the move is in %q", got)
+	}
+}
+
+// Non-root users move only their own processes, into granted lanes; a
+// refusal changes nothing.
+func TestUnprivilegedCallers(t *testing.T) {
+	e := newEnv(t, `
+[lanes.video]
+unprivileged = false
+cpu = { weight = 400 }
+`)
+	user := testUser(t)
+	e.start()
+	mine := spawn(t, user, "sleep", "60")
+	roots := spawn(t, nil, "sleep", "60")
+
+	cases := []struct {
+		name    string
+		args    []string
+		code    int
+		msg     string
+		pid     int
+		wantGrp string
+	}{
+		{"own process, granted lane", []string{"move", strconv.Itoa(mine.Process.Pid), "background"}, 0, "moved 1", mine.Process.Pid, "lanes-background"},
+		{"other user's process", []string{"move", strconv.Itoa(roots.Process.Pid), "background"}, 1, "belongs to uid 0", roots.Process.Pid, ""},
+		{"lane not granted", []string{"move", strconv.Itoa(mine.Process.Pid), "video"}, 1, `lane "video" is not granted`, mine.Process.Pid, "lanes-background"},
+		{"reload is root's", []string{"reload"}, 1, "only root may reload", 0, ""},
+		{"run in a lane not granted", []string{"run", "-l", "video", "--", "true"}, 125, `lane "video" is not granted`, 0, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.lanesAs(user, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.msg) {
+				t.Errorf("exit %d, output %q; want exit %d with %q", r.code, r.stdout+r.stderr, tc.code, tc.msg)
+			}
+			if tc.pid != 0 {
+				if got := laneOf(t, tc.pid); got != tc.wantGrp {
+					t.Errorf("process %d in %q, want %q", tc.pid, got, tc.wantGrp)
+				}
+			}
+		})
+	}
+	if !strings.Contains(e.log.String(), "refused") {
+		t.Errorf("denials are not logged:\n%s", e.log)
+	}
+	// The unprivileged user can run a command in a granted lane.
+	r := e.lanesAs(user, "run", "-l", "background", "--", "sh", "-c", "cat /proc/self/cgroup")
+	if r.code != 0 || !strings.Contains(r.stdout, "lanes-background") {
+		t.Errorf("unprivileged run: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// testUser creates a throwaway user and returns its credentials.
+func testUser(t *testing.T) *syscall.Credential {
+	t.Helper()
+	name := testutil.UniqueName("lt")
+	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	out, err := exec.Command("id", "-u", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	out, _ = exec.Command("id", "-g", name).Output()
+	gid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
+// Bad input, each with its error; nothing changes.
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, "")
+	e.start()
+	victim := spawn(t, nil, "sleep", "60")
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { zombie.Wait() })
+	time.Sleep(200 * time.Millisecond) // it has exited, not yet reaped: a PID that exits during the move
+	files := map[string]string{
+		"malformed.toml": "[lanes.video\ncpu = {}\n",
+		"unknown.toml":   "[lanes.video]\ncpu = { weight = 10, speed = 3 }\n",
+		"rule.toml":      "[[rule]]\nlane = \"nosuch\"\ncomm = \"x\"\n",
+		"cap.toml":       "[lanes.video]\n\ncpu = { cap = 150 }\n",
+		"cap0.toml":      "[lanes.video]\ncpu = { cap = 0.0 }\n",
+	}
+	for n, text := range files {
+		os.WriteFile(filepath.Join(e.dir, n), []byte(text), 0o644)
+	}
+	p := func(n string) string { return filepath.Join(e.dir, n) }
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"malformed TOML", []string{"config", "check", p("malformed.toml")}, 1, "malformed.toml:1"},
+		{"unknown key", []string{"config", "check", p("unknown.toml")}, 1, "unknown.toml:2"},
+		{"unknown lane in a rule", []string{"config", "check", p("rule.toml")}, 1, "rule.toml:2"},
+		{"cap above 100", []string{"config", "check", p("cap.toml")}, 1, "cap.toml:3"},
+		{"cap zero", []string{"config", "check", p("cap0.toml")}, 1, "cap0.toml:2"},
+		{"unknown lane", []string{"move", strconv.Itoa(victim.Process.Pid), "nosuch"}, 1, `unknown lane "nosuch"`},
+		{"PID that does not exist", []string{"move", "4194304", "background"}, 1, "process 4194304 does not exist"},
+		{"PID exits during the move", []string{"move", strconv.Itoa(victim.Process.Pid), strconv.Itoa(zombie.Process.Pid), "background"}, 1, "exited"},
+		{"not a PID", []string{"move", "abc", "background"}, 2, `"abc" is not a PID`},
+		{"command not found", []string{"run", "-l", "background", "--", "lanes-no-such-command"}, 127, "command not found: lanes-no-such-command"},
+		{"run without a lane", []string{"run", "true"}, 2, "which lane?"},
+		{"run in unknown lane", []string{"run", "-l", "nosuch", "--", "true"}, 125, `unknown lane "nosuch"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.lanes(tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+				t.Errorf("exit %d, stderr %q; want exit %d with %q", r.code, r.stderr, tc.code, tc.msg)
+			}
+		})
+	}
+	// Nothing changed: the victim of the failed moves is in no lane.
+	if got := laneOf(t, victim.Process.Pid); strings.HasPrefix(got, cgroup.Prefix) {
+		t.Errorf("victim moved to %s by a failed request", got)
+	}
+	// lanesd refuses a bad config at start, naming it.
+	bad := exec.Command(e.bin, "--socket", filepath.Join(e.dir, "other.sock"), "--state-dir", filepath.Join(e.dir, "s2"), "--config", p("cap.toml"))
+	bad.Env = append(os.Environ(), roleEnv+"=lanesd")
+	out, err := bad.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cap.toml:3") {
+		t.Errorf("lanesd with a bad config: %s", out)
+	}
+}
+
+// lanes run passes the exit status and signals through, with and without
+// a daemon; without one it leaves nothing behind.
+func TestRunPassThrough(t *testing.T) {
+	for _, withDaemon := range []bool{true, false} {
+		t.Run(map[bool]string{true: "daemon", false: "no daemon"}[withDaemon], func(t *testing.T) {
+			e := newEnv(t, "")
+			if withDaemon {
+				e.start()
+			}
+			r := e.lanes("run", "-l", "background", "--", "sh", "-c", "grep -q lanes.*background /proc/self/cgroup || exit 9; exit 3")
+			if r.code != 3 {
+				t.Errorf("exit status %d (stderr %q), want 3", r.code, r.stderr)
+			}
+			r = e.lanes("run", "-l", "interactive", "--", "sh", "-c", "kill -USR1 $$")
+			if r.code != 128+int(syscall.SIGUSR1) {
+				t.Errorf("killed by SIGUSR1: got %d, want %d", r.code, 128+int(syscall.SIGUSR1))
+			}
+			// A signal sent to lanes run reaches the command.
+			c := e.lanesCmd(nil, "run", "-l", "background", "--", "sleep", "30")
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			c.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- c.Wait() }()
+			select {
+			case <-done:
+				ws := c.ProcessState.Sys().(syscall.WaitStatus)
+				if !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+					t.Errorf("lanes run after SIGTERM: %v", c.ProcessState)
+				}
+			case <-time.After(10 * time.Second):
+				c.Process.Kill()
+				t.Fatal("SIGTERM did not end lanes run")
+			}
+			if !withDaemon {
+				noLanesObjects(t)
+			}
+		})
+	}
+}
+
+// kill -9 of lanesd: processes keep running in their lanes, a restart
+// adopts them, and a stop leaves nothing behind.
+func TestCrashRecovery(t *testing.T) {
+	e := newEnv(t, "")
+	e.start()
+	p := spawn(t, nil, "sleep", "60")
+	before := membership(t, p.Process.Pid)
+	if r := e.lanes("move", strconv.Itoa(p.Process.Pid), "background"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	e.kill9()
+	if err := p.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("process died with lanesd: %v", err)
+	}
+	if got := laneOf(t, p.Process.Pid); got != "lanes-background" {
+		t.Fatalf("after kill -9: in %q", got)
+	}
+	e.start()
+	var ps api.ProcsResponse
+	e.lanesJSON(&ps, "ps")
+	ok := false
+	for _, pr := range ps.Procs {
+		if pr.PID == p.Process.Pid && pr.Lane == "background" && pr.Why == "move" {
+			ok = true
+		}
+	}
+	if !ok {
+		t.Errorf("restart does not show the process in background: %+v", ps.Procs)
+	}
+	e.stop()
+	noLanesObjects(t)
+	if got := membership(t, p.Process.Pid); got.V1[cgroup.CPU] != before.V1[cgroup.CPU] || got.V2 != before.V2 {
+		t.Errorf("after stop: %+v, want %+v", got, before)
+	}
+}
+
+// A crash of lanesd whose state dir is lost: --cleanup removes what it left.
+func TestCleanupWithoutState(t *testing.T) {
+	e := newEnv(t, "")
+	e.start()
+	p := spawn(t, nil, "sleep", "60")
+	if r := e.lanes("move", strconv.Itoa(p.Process.Pid), "background"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	e.kill9()
+	os.RemoveAll(e.stateDir)
+	c := exec.Command(e.bin, append(e.daemonArgs(), "--cleanup")...)
+	c.Env = append(os.Environ(), roleEnv+"=lanesd")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("lanesd --cleanup: %v\n%s", err, out)
+	}
+	noLanesObjects(t)
+	if got := laneOf(t, p.Process.Pid); strings.HasPrefix(got, cgroup.Prefix) {
+		t.Errorf("process still in %s", got)
+	}
+}
+
+// Rules place processes already running at start and new ones as they exec.
+func TestRules(t *testing.T) {
+	e := newEnv(t, "")
+	sleepy := filepath.Join(e.dir, "sleepy")
+	data, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(sleepy, data, 0o755)
+	e.writeConfig(fmt.Sprintf("[[rule]]\nlane = \"background\"\nexe = %q\n\n[[rule]]\nlane = \"interactive\"\ncomm = \"lanes-e2e-int\"\n", filepath.Join(e.dir, "sl*")))
+	early := spawn(t, nil, sleepy, "60")
+	time.Sleep(100 * time.Millisecond)
+	e.start()
+	if got := laneOf(t, early.Process.Pid); got != "lanes-background" {
+		t.Errorf("process running at start: in %q", got)
+	}
+	late := spawn(t, nil, sleepy, "60")
+	waitLane(t, late.Process.Pid, "lanes-background")
+	// comm rule: a copy of sleep named lanes-e2e-int
+	intBin := filepath.Join(e.dir, "lanes-e2e-int")
+	os.WriteFile(intBin, data, 0o755)
+	third := spawn(t, nil, intBin, "60")
+	waitLane(t, third.Process.Pid, "lanes-interactive")
+	var ps api.ProcsResponse
+	e.lanesJSON(&ps, "ps")
+	for _, p := range ps.Procs {
+		if p.PID == late.Process.Pid && p.Why != "rule:2" {
+			t.Errorf("ps says %q for the rule-placed process, want rule:2", p.Why)
+		}
+	}
+	// A process in no lane and matching no rule stays where it is.
+	other := spawn(t, nil, "sleep", "60")
+	time.Sleep(500 * time.Millisecond)
+	if got := laneOf(t, other.Process.Pid); strings.HasPrefix(got, cgroup.Prefix) {
+		t.Errorf("unmatched process moved to %s", got)
+	}
+}
+
+func waitLane(t *testing.T, pid int, want string) {
+	t.Helper()
+	var got string
+	for i := 0; i < 50; i++ {
+		if got = laneOf(t, pid); got == want {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("process %d in %q after 2.5s, want %q", pid, got, want)
+}
+
+// Reload: a bad file keeps the running config and says why; a good one
+// takes effect; SIGHUP does the same.
+func TestReload(t *testing.T) {
+	e := newEnv(t, "[lanes.video]\ncpu = { weight = 400 }\n")
+	e.start()
+	e.writeConfig("[lanes.video]\ncpu = { weight = 0 }\n")
+	r := e.lanes("reload")
+	if r.code == 0 || !strings.Contains(r.stderr, "lanes.toml:2") || !strings.Contains(r.stderr, "running config is kept") {
+		t.Errorf("bad reload: %d %q", r.code, r.stderr)
+	}
+	var st api.Status
+	e.lanesJSON(&st, "status")
+	if st.ConfigError == "" || len(st.Lanes) != 4 {
+		t.Errorf("status after a bad reload: error %q, %d lanes", st.ConfigError, len(st.Lanes))
+	}
+	e.writeConfig("[lanes.batch]\ncpu = { weight = 50, cap = 30 }\n")
+	e.d.Process.Signal(syscall.SIGHUP)
+	var names []string
+	for i := 0; i < 40; i++ {
+		time.Sleep(50 * time.Millisecond)
+		var ls api.LanesResponse
+		e.lanesJSON(&ls, "ls")
+		names = names[:0]
+		for _, l := range ls.Lanes {
+			names = append(names, l.Name)
+		}
+		if strings.Join(names, ",") == "interactive,normal,background,batch" {
+			break
+		}
+	}
+	if strings.Join(names, ",") != "interactive,normal,background,batch" {
+		t.Errorf("after SIGHUP: lanes %v", names)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cpu/lanes-video"); err == nil {
+		t.Errorf("the removed lane's cgroup is still there")
+	}
+}
+
+// The CPU acceptance checks through the whole stack: two busy loops on one
+// CPU, interactive against background; and a lane capped at 20 %.
+func TestCPUThroughLanes(t *testing.T) {
+	e := newEnv(t, "[lanes.capped]\ncpu = { cap = 20 }\n")
+	e.start()
+	spinIn := func(laneName string) *exec.Cmd {
+		c := e.lanesCmd(nil, "run", "-l", laneName, "--", "taskset", "-c", "0", e.bin)
+		// lanes run execs taskset, which execs the test binary as a spinner.
+		c.Env = append(c.Env, "LANES_SPIN_SECONDS=8", nextRoleEnv+"=spin")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	fg, bg := spinIn("interactive"), spinIn("background")
+	time.Sleep(time.Second)
+	f0, b0 := cpuTime(t, fg.Process.Pid), cpuTime(t, bg.Process.Pid)
+	t0 := time.Now()
+	time.Sleep(5 * time.Second)
+	f1, b1 := cpuTime(t, fg.Process.Pid), cpuTime(t, bg.Process.Pid)
+	wall := time.Since(t0)
+	fgShare := (f1 - f0).Seconds() / wall.Seconds()
+	bgShare := (b1 - b0).Seconds() / wall.Seconds()
+	t.Logf("one CPU: interactive %.1f%%, background %.1f%%", 100*fgShare, 100*bgShare)
+	fg.Process.Kill()
+	bg.Process.Kill()
+
+	c := spinIn("capped")
+	time.Sleep(time.Second)
+	c0 := cpuTime(t, c.Process.Pid)
+	t0 = time.Now()
+	time.Sleep(5 * time.Second)
+	capShare := (cpuTime(t, c.Process.Pid) - c0).Seconds() / time.Since(t0).Seconds() / float64(numCPU(t))
+	t.Logf("capped lane: %.1f%% of the host", 100*capShare)
+	testutil.RequireTiming(t)
+	if fgShare < 0.95 {
+		t.Errorf("interactive got %.1f%% of the CPU, want >= 95%%", 100*fgShare)
+	}
+	if capShare < 0.17 || capShare > 0.23 {
+		t.Errorf("capped lane used %.1f%% of the host, want 20 ± 3 %%", 100*capShare)
+	}
+}
+
+func numCPU(t *testing.T) int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, found := strings.Cut(part, "-")
+		a, _ := strconv.Atoi(lo)
+		z := a
+		if found {
+			z, _ = strconv.Atoi(hi)
+		}
+		n += z - a + 1
+	}
+	return n
+}
+
+// cpuTime is the CPU time of a process, utime + stime.
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+

@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/daemon"
+	"github.com/lanes-qos/lanes/internal/cli"
+)
+
+// roleEnv makes the test binary act as lanes or lanesd.
+const roleEnv = "LANES_E2E_ROLE"
+
+// nextRoleEnv, if set, is the role of the programs a role execs (lanes run
+// execs its command, which may be this binary again).
+const nextRoleEnv = "LANES_E2E_NEXT"
+
+func TestMain(m *testing.M) {
+	role := os.Getenv(roleEnv)
+	if next := os.Getenv(nextRoleEnv); next != "" {
+		os.Setenv(roleEnv, next)
+		os.Unsetenv(nextRoleEnv)
+	}
+	switch role {
+	case "lanes":
+		os.Exit(cli.Run(os.Args[1:]))
+	case "lanesd":
+		os.Exit(daemon.Main(os.Args[1:], os.Stderr))
+	case "spin":
+		// A busy loop, bounded: the CPU tests' workload.
+		spin()
+		os.Exit(0)
+	case "":
+	default:
+		fmt.Fprintf(os.Stderr, "unknown %s\n", roleEnv)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+// spin burns CPU for LANES_SPIN_SECONDS (default 10) on several threads of
+// the Go runtime's choosing; with LANES_SPIN_FORK_AFTER=N it starts a child
+// (sleep) after N seconds.
+func spin() {
+	secs, _ := strconv.Atoi(os.Getenv("LANES_SPIN_SECONDS"))
+	if secs <= 0 || secs > 60 {
+		secs = 10
+	}
+	end := time.Now().Add(time.Duration(secs) * time.Second)
+	if after, err := strconv.Atoi(os.Getenv("LANES_SPIN_FORK_AFTER")); err == nil {
+		go func() {
+			time.Sleep(time.Duration(after) * time.Second)
+			c := exec.Command("sleep", strconv.Itoa(secs))
+			if c.Start() == nil {
+				c.Wait()
+			}
+		}()
+	}
+	x := 0
+	for time.Now().Before(end) {
+		for i := 0; i < 1000000; i++ {
+			x += i
+		}
+	}
+	_ = x
+}

@@ -192,6 +192,18 @@ func ParseGoTest(pkg string, lines []string, exitCode int) PackageResult {
 			t.Reason = reasonOf(t.Output)
 		}
 	}
+	for i := range r.Tests {
+		t := &r.Tests[i]
+		if t.Outcome != Fail || t.Reason != "" {
+			continue
+		}
+		for _, sub := range r.Tests {
+			if sub.Outcome == Fail && strings.HasPrefix(sub.Name, t.Name+"/") {
+				t.Reason = "subtest " + sub.Name + " failed"
+				break
+			}
+		}
+	}
 	return r
 }
 

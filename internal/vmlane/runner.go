@@ -28,6 +28,9 @@ type Options struct {
 	Busybox  string
 	TestArgs []string
 	Console  io.Writer // the guest console as it arrives, or nil
+	// Resolved holds kernels already resolved and unpacked, by name;
+	// the others are resolved with Resolve.
+	Resolved map[string]*Kernel
 	Logf     func(format string, args ...any)
 }
 
@@ -85,11 +88,15 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 		return r
 	}
 	t := time.Now()
-	k, err := Resolve(ctx, spec, o.Mirrors, o.Cache, o.Logf)
-	r.timed("resolve+download+unpack", t)
-	if err != nil {
-		r.Failures = append(r.Failures, err.Error())
-		return r
+	k, ok := o.Resolved[name]
+	if !ok {
+		var err error
+		k, err = Resolve(ctx, spec, o.Mirrors, o.Cache, o.Logf)
+		r.timed("resolve+download+unpack", t)
+		if err != nil {
+			r.Failures = append(r.Failures, err.Error())
+			return r
+		}
 	}
 	r.Release, r.Source = k.Release, k.Suite+" "+k.Version
 	if k.ConfigPath != "" {

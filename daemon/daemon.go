@@ -125,11 +125,12 @@ func Run(ctx context.Context, opts Options) error {
 		d.restore()
 		return fmt.Errorf("apply config: %w", err)
 	}
-	d.applyRulesToRunning()
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Subscribe to exec events before scanning the running processes, so
+	// that none execs unseen in between.
 	evDone := d.watchProcesses(ctx)
+	d.applyRulesToRunning()
 
 	srv := &http.Server{
 		Handler:     d.handler(),
@@ -363,8 +364,8 @@ func (d *Daemon) applyRulesToRunning() {
 	}
 	procs, err := monitor.Scan()
 	if err != nil {
+		// Processes that could not be read are skipped; the rest are placed.
 		d.logf("scan processes: %v", err)
-		return
 	}
 	for _, p := range procs {
 		d.placeByRule(cfg, p)

@@ -2,9 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/api/client"
 	"github.com/lanes-qos/lanes/disk"
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/testutil"
@@ -111,9 +112,12 @@ func (e *env) start() {
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
+	cl := client.New(e.socket)
 	for time.Now().Before(deadline) {
-		if c, err := net.Dial("unix", e.socket); err == nil {
-			c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cl.Status(ctx)
+		cancel()
+		if err == nil {
 			return
 		}
 		select {
@@ -608,7 +612,7 @@ func TestRules(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	e.start()
 	if got := laneOf(t, early.Process.Pid); got != "lanes-background" {
-		t.Errorf("process running at start: in %q", got)
+		t.Errorf("process running at start: in %q\n%s", got, e.log)
 	}
 	late := spawn(t, nil, sleepy, "60")
 	waitLane(t, late.Process.Pid, "lanes-background")
@@ -620,8 +624,8 @@ func TestRules(t *testing.T) {
 	var ps api.ProcsResponse
 	e.lanesJSON(&ps, "ps")
 	for _, p := range ps.Procs {
-		if p.PID == late.Process.Pid && p.Why != "rule:2" {
-			t.Errorf("ps says %q for the rule-placed process, want rule:2", p.Why)
+		if p.PID == late.Process.Pid && p.Why != "rule:1" {
+			t.Errorf("ps says %q for the rule-placed process, want rule:1", p.Why)
 		}
 	}
 	// A process in no lane and matching no rule stays where it is.
@@ -685,10 +689,12 @@ func TestReload(t *testing.T) {
 // The CPU acceptance checks through the whole stack: two busy loops on one
 // CPU, interactive against background; and a lane capped at 20 %.
 func TestCPUThroughLanes(t *testing.T) {
-	e := newEnv(t, "[lanes.capped]\ncpu = { cap = 20 }\n")
+	// The capped lane has a large weight so that only its cap holds it
+	// back, whatever else runs on the host.
+	e := newEnv(t, "[lanes.capped]\ncpu = { weight = 10000, cap = 20 }\n")
 	e.start()
-	spinIn := func(laneName string) *exec.Cmd {
-		c := e.lanesCmd(nil, "run", "-l", laneName, "--", "taskset", "-c", "0", e.bin)
+	spinIn := func(laneName string, pin ...string) *exec.Cmd {
+		c := e.lanesCmd(nil, append(append([]string{"run", "-l", laneName, "--"}, pin...), e.bin)...)
 		// lanes run execs taskset, which execs the test binary as a spinner.
 		c.Env = append(c.Env, "LANES_SPIN_SECONDS=8", nextRoleEnv+"=spin")
 		if err := c.Start(); err != nil {
@@ -697,7 +703,7 @@ func TestCPUThroughLanes(t *testing.T) {
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 		return c
 	}
-	fg, bg := spinIn("interactive"), spinIn("background")
+	fg, bg := spinIn("interactive", "taskset", "-c", "0"), spinIn("background", "taskset", "-c", "0")
 	time.Sleep(time.Second)
 	f0, b0 := cpuTime(t, fg.Process.Pid), cpuTime(t, bg.Process.Pid)
 	t0 := time.Now()
@@ -757,4 +763,3 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
-

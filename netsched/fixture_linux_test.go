@@ -94,7 +94,6 @@ func newTopo(t testing.TB, bottleneck bool) *topo {
 			run(t, "tc", "-n", tp.rtr, "qdisc", "add", "dev", dev, "parent", "1:1", "pfifo", "limit", "500")
 		}
 	}
-	run(t, "ip", "netns", "exec", tp.src, "ping", "-c", "1", "-W", "2", dstAddr)
 	return tp
 }
 
@@ -126,10 +125,13 @@ func newCgroup(t testing.TB, prefix string) string {
 }
 
 // command returns cmd run in netns ns and started inside cgroup dir ("":
-// the test's own cgroup).
+// the test's own cgroup). Workload processes run SCHED_FIFO (they block on
+// their sockets, never spin) so that CPU contention on a shared test
+// machine does not show up as network latency or lost throughput: the
+// tests measure the network.
 func command(t testing.TB, ctx context.Context, ns, cgroup string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, args...)...)
+	cmd := exec.CommandContext(ctx, "chrt", append([]string{"-f", "10", "ip", "netns", "exec", ns}, args...)...)
 	if cgroup != "" {
 		f, err := os.Open(cgroup)
 		if err != nil {
@@ -150,17 +152,22 @@ func iperfServer(t testing.TB, ctx context.Context, tp *topo, port int) {
 		t.Fatalf("start iperf3 server: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitListen(t, tp.dst, "-ltnH", port)
+}
+
+// waitListen waits until a socket listens on port in ns (ssFlags: -ltnH
+// for TCP, -lunH for UDP).
+func waitListen(t testing.TB, ns, ssFlags string, port int) {
+	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		if exec.Command("ip", "netns", "exec", tp.dst, "ss", "-ltnH", fmt.Sprintf("sport = :%d", port)).Run() == nil {
-			out, _ := exec.Command("ip", "netns", "exec", tp.dst, "ss", "-ltnH", fmt.Sprintf("sport = :%d", port)).Output()
-			if len(bytes.TrimSpace(out)) > 0 {
-				return
-			}
+		out, err := exec.Command("ip", "netns", "exec", ns, "ss", ssFlags, fmt.Sprintf("sport = :%d", port)).Output()
+		if err == nil && len(bytes.TrimSpace(out)) > 0 {
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("iperf3 server on port %d did not start", port)
+	t.Fatalf("no server on port %d in %s", port, ns)
 }
 
 // flow is a running iperf3 client.
@@ -206,16 +213,25 @@ func (f *flow) wait(t testing.TB) float64 {
 	return r.End.SumReceived.BitsPerSecond
 }
 
+// pingResult is an irtt run's outcome: p99 of the round trips that came
+// back, and the share of probes lost.
+type pingResult struct {
+	P99  time.Duration
+	Loss float64
+}
+
+func (r pingResult) String() string { return fmt.Sprintf("p99 %v, %.1f%% lost", r.P99, 100*r.Loss) }
+
 // pingP99 runs an irtt UDP ping from src (in cgroup) for d at 10 ms
-// intervals and returns the 99th percentile round-trip time.
-func pingP99(t testing.TB, ctx context.Context, tp *topo, cgroup string, port int, d time.Duration) time.Duration {
+// intervals.
+func pingP99(t testing.TB, ctx context.Context, tp *topo, cgroup string, port int, d time.Duration) pingResult {
 	t.Helper()
-	srv := command(t, ctx, tp.dst, "", "irtt", "server", "-q", "-b", fmt.Sprintf("%s:%d", tp.dstAddr, port))
+	srv := command(t, ctx, tp.dst, "", "irtt", "server", "-b", fmt.Sprintf("%s:%d", tp.dstAddr, port))
 	if err := srv.Start(); err != nil {
 		t.Fatalf("start irtt server: %v", err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	time.Sleep(200 * time.Millisecond)
+	waitListen(t, tp.dst, "-lunH", port)
 	out := filepath.Join(t.TempDir(), "irtt.json")
 	cli := command(t, ctx, tp.src, cgroup, "irtt", "client", "-Q", "-i", "10ms", "-d", d.String(), "-o", out, fmt.Sprintf("%s:%d", tp.dstAddr, port))
 	if b, err := cli.CombinedOutput(); err != nil {
@@ -239,7 +255,7 @@ func pingP99(t testing.TB, ctx context.Context, tp *topo, cgroup string, port in
 	var rtts []time.Duration
 	lost := 0
 	for _, rt := range r.RoundTrips {
-		if rt.Lost != "false" {
+		if strings.HasPrefix(rt.Lost, "true") {
 			lost++
 			continue
 		}
@@ -249,10 +265,5 @@ func pingP99(t testing.TB, ctx context.Context, tp *topo, cgroup string, port in
 		t.Fatalf("irtt: only %d round trips (%d lost)", len(rtts), lost)
 	}
 	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
-	// A lost probe counts as infinitely late.
-	idx := (len(rtts)+lost)*99/100 - 0
-	if idx >= len(rtts) {
-		return time.Hour
-	}
-	return rtts[idx]
+	return pingResult{P99: rtts[len(rtts)*99/100], Loss: float64(lost) / float64(lost+len(rtts))}
 }

@@ -190,8 +190,12 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		}
 		for i := range strictErr.Errors {
 			de := &strictErr.Errors[i]
-			line, _ := de.Position()
-			v.errs = append(v.errs, &FieldError{Source: source, Line: line, Key: displayKey(de.Key()), Msg: "unknown key"})
+			line, col := de.Position()
+			key := v.pos.exactKey(line, col)
+			if key == "" {
+				key = displayKey(de.Key())
+			}
+			v.errs = append(v.errs, &FieldError{Source: source, Line: line, Key: key, Msg: "unknown key"})
 		}
 	}
 
@@ -204,6 +208,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
+			l.Line = 0
 			c.Lanes[name] = &l
 		}
 		userBase = *base.Lanes[Normal]
@@ -247,7 +252,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		}
 		l.Name = name
 		key := "lanes." + name
-		if fl != nil {
+		if fl != nil && base != nil { // built-in defaults have line 0
 			l.Line = v.pos.line(key)
 		}
 		if !laneNameRE.MatchString(name) {

@@ -125,6 +125,32 @@ func join(a, b string) string {
 	return a + "." + b
 }
 
+// lineColOffset returns the byte offset of 1-based line:col.
+func (k keyPositions) lineColOffset(line, col int) int {
+	off, l := 0, 1
+	for l < line && off < len(k.data) {
+		i := strings.IndexByte(string(k.data[off:]), '\n')
+		if i < 0 {
+			break
+		}
+		off += i + 1
+		l++
+	}
+	return off + col - 1
+}
+
+// exactKey returns the most specific key that starts at line:col, or "".
+func (k keyPositions) exactKey(line, col int) string {
+	off := k.lineColOffset(line, col)
+	best := ""
+	for path, o := range k.offsets {
+		if o == off && len(path) > len(best) {
+			best = path
+		}
+	}
+	return best
+}
+
 // keyAt names the key a decode error at line:col is about. go-toml knows
 // the key only down to the table being decoded ("lanes.video.cpu" for an
 // inline table, "rule.comm" without the array index), so the most precise

@@ -107,26 +107,34 @@ func matchExe(pattern, exe string) bool {
 	return matchElems(strings.Split(pattern, "/"), strings.Split(exe, "/"))
 }
 
+// matchElems matches path elements against pattern elements, "**"
+// matching any number of elements. Dynamic programming over (pattern,
+// name) positions keeps it O(len(pat)*len(name)) whatever the pattern.
 func matchElems(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			for i := 0; i <= len(name); i++ {
-				if matchElems(rest, name[i:]) {
-					return true
-				}
+	// ok[j] reports whether pat[i:] matches name[j:], for the current i,
+	// computed from the last pattern element backwards.
+	ok := make([]bool, len(name)+1)
+	ok[len(name)] = true // empty pattern matches empty name
+	for i := len(pat) - 1; i >= 0; i-- {
+		next := ok
+		ok = make([]bool, len(name)+1)
+		if pat[i] == "**" {
+			// pat[i:] matches name[j:] if pat[i+1:] matches name[k:] for some k >= j.
+			any := false
+			for j := len(name); j >= 0; j-- {
+				any = any || next[j]
+				ok[j] = any
 			}
-			return false
+			continue
 		}
-		if len(name) == 0 {
-			return false
+		for j := len(name) - 1; j >= 0; j-- {
+			if next[j+1] {
+				m, _ := path.Match(pat[i], name[j])
+				ok[j] = m
+			}
 		}
-		if ok, _ := path.Match(pat[0], name[0]); !ok {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
 	}
-	return len(name) == 0
+	return ok[0]
 }
 
 // validGlob checks every element of an exe pattern.

@@ -1,0 +1,453 @@
+package lane
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	if c.Source != EmbeddedSource {
+		t.Errorf("Source %q, want %q", c.Source, EmbeddedSource)
+	}
+	if want := []string{Interactive, Normal, Background}; !reflect.DeepEqual(c.Order, want) {
+		t.Errorf("Order %v, want %v", c.Order, want)
+	}
+	if c.Default != Normal {
+		t.Errorf("Default %q, want normal", c.Default)
+	}
+	if len(c.Rules) != 0 {
+		t.Errorf("Rules %v, want none", c.Rules)
+	}
+	if c.Daemon.Socket != "/run/lanes/lanes.sock" || c.Daemon.StateDir != "/var/lib/lanes" || c.Daemon.SocketGID != -1 {
+		t.Errorf("Daemon %+v", c.Daemon)
+	}
+	if c.Net.Rate != 0 || len(c.Net.Interfaces) != 0 || c.Net.Ingress {
+		t.Errorf("Net %+v, want enforcement off on the default route's interface", c.Net)
+	}
+	tests := []struct {
+		name string
+		cpu  CPU
+		disk Disk
+		net  Net
+	}{
+		{Interactive, CPU{Weight: 1000}, Disk{Class: IOBestEffort, Level: 0}, Net{Priority: 0}},
+		{Normal, CPU{Weight: 100}, Disk{Class: IOBestEffort, Level: 4}, Net{Priority: 1}},
+		{Background, CPU{Weight: 1, Idle: true}, Disk{Class: IOIdle}, Net{Priority: 7, Borrow: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := c.Lane(tt.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Name != tt.name || !l.Unprivileged || l.CPU != tt.cpu || l.Disk != tt.disk || l.Net != tt.net {
+				t.Errorf("lane %+v, want cpu %+v disk %+v net %+v unprivileged", *l, tt.cpu, tt.disk, tt.net)
+			}
+		})
+	}
+	// Default returns copies: changing one leaves the next alone.
+	c.Lanes[Normal].CPU.Weight = 5
+	c.Order[0] = "x"
+	if d := Default(); d.Lanes[Normal].CPU.Weight != 100 || d.Order[0] != Interactive {
+		t.Error("Default shares state between calls")
+	}
+}
+
+func TestParseEmptyIsDefault(t *testing.T) {
+	c, err := Parse("empty.toml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Default()
+	d.Source = "empty.toml"
+	for _, l := range d.Lanes {
+		l.Line = 0
+	}
+	for _, l := range c.Lanes {
+		if l.Line != 0 {
+			t.Errorf("lane %s has line %d in an empty file", l.Name, l.Line)
+		}
+	}
+	if !reflect.DeepEqual(c, d) {
+		t.Errorf("Parse(empty) = %+v, want the defaults %+v", c, d)
+	}
+}
+
+func TestParseMerge(t *testing.T) {
+	const file = `default = "batch"
+[net]
+rate = "20mbit"
+interfaces = ["eth0", "wlan0"]
+
+[lanes.interactive]
+cpu = { cap = 50 }
+
+[lanes.background]
+disk.level = 3
+net.rate = "1mbit"
+
+[lanes.video]
+net = { priority = 2, rate = "8mbit", ceil = "12mbit", target = "5ms" }
+
+[lanes.batch]
+cpu.idle = true
+`
+	c, err := Parse("lanes.toml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{Interactive, Normal, Background, "video", "batch"}; !reflect.DeepEqual(c.Order, want) {
+		t.Errorf("Order %v, want %v (user lanes in file order)", c.Order, want)
+	}
+	if c.Default != "batch" {
+		t.Errorf("Default %q, want batch", c.Default)
+	}
+	if c.Net.Rate != 20_000_000 || !reflect.DeepEqual(c.Net.Interfaces, []string{"eth0", "wlan0"}) {
+		t.Errorf("Net %+v", c.Net)
+	}
+	tests := []struct {
+		name string
+		want Lane
+	}{
+		// Built-ins keep the defaults of keys not given, even inside a
+		// table that is given.
+		{Interactive, Lane{Name: Interactive, Unprivileged: true, CPU: CPU{Weight: 1000, CapPercent: 50}, Disk: Disk{Class: IOBestEffort}, Net: Net{Priority: 0}, Line: 6}},
+		{Normal, Lane{Name: Normal, Unprivileged: true, CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}}},
+		{Background, Lane{Name: Background, Unprivileged: true, CPU: CPU{Weight: 1, Idle: true}, Disk: Disk{Class: IOIdle, Level: 3}, Net: Net{Priority: 7, Borrow: true, Rate: 1_000_000}, Line: 9}},
+		// User lanes start from the built-in normal lane, privileged.
+		{"video", Lane{Name: "video", CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Target: 5 * time.Millisecond}, Line: 13}},
+		{"batch", Lane{Name: "batch", CPU: CPU{Weight: 100, Idle: true}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}, Line: 16}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := c.Lane(tt.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *l != tt.want {
+				t.Errorf("got  %+v\nwant %+v", *l, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRules(t *testing.T) {
+	const file = `[lanes.video]
+
+[[rule]]
+lane = "video"
+exe = "/usr/lib/**/zoom"
+
+[[rule]]
+lane = "background"
+comm = "make"
+user = "alice"
+cgroup = "/user.slice"
+unit = "backup.service"
+
+rule2 = 1
+`
+	_, err := Parse("lanes.toml", []byte(file))
+	// rule2 lands inside the last [[rule]] table: an unknown key there.
+	if err == nil || !strings.Contains(err.Error(), "lanes.toml:14: rule[2].rule2: unknown key") {
+		t.Fatalf("err = %v, want the unknown key rule[2].rule2 at line 14", err)
+	}
+	c, err := Parse("lanes.toml", []byte(strings.TrimSuffix(file, "rule2 = 1\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Rule{
+		{Lane: "video", Exe: "/usr/lib/**/zoom", Line: 3},
+		{Lane: "background", Comm: "make", User: "alice", Cgroup: "/user.slice", Unit: "backup.service", Line: 7},
+	}
+	if !reflect.DeepEqual(c.Rules, want) {
+		t.Errorf("Rules\n%+v\nwant\n%+v", c.Rules, want)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want []string // each must appear in the error
+	}{
+		{"malformed", "[lanes.video\ncpu = 1\n", []string{"lanes.toml:1: "}},
+		{"malformed value", "[daemon]\nsocket = /run/x\n", []string{"lanes.toml:2: "}},
+		{"unknown keys all reported", "[daemon]\nsockett = \"/x\"\n[lanes.video]\ncpu = { weigth = 3 }\nfoo = 1\n", []string{
+			"lanes.toml:2: daemon.sockett: unknown key",
+			"lanes.toml:4: lanes.video.cpu.weigth: unknown key",
+			"lanes.toml:5: lanes.video.foo: unknown key",
+		}},
+		{"unknown top-level table", "[lane.video]\n", []string{"lanes.toml:1: lane.video: unknown key"}},
+		{"type: string for int", "[lanes.video]\ncpu = { idle = true, weight = \"400\" }\n", []string{"lanes.toml:2: lanes.video.cpu.weight: got string, want integer"}},
+		{"type: int for string", "[net]\nrate = 20000000\n", []string{"lanes.toml:2: net.rate: got integer, want string"}},
+		{"type in rule", "[[rule]]\nlane = \"normal\"\ncomm = \"a\"\n[[rule]]\nlane = \"normal\"\ncomm = 5\n", []string{"lanes.toml:6: rule[2].comm: got integer, want string"}},
+		{"type: table for bool", "[lanes.video]\nunprivileged = { x = 1 }\n", []string{"lanes.toml:2: lanes.video.unprivileged: "}},
+		{"unknown lane in rule", "[lanes.video]\n[[rule]]\nlane = \"vidoe\"\ncomm = \"x\"\n", []string{
+			`lanes.toml:3: rule[1].lane: unknown lane "vidoe" (lanes: interactive, normal, background, video)`,
+		}},
+		{"rule without lane", "[[rule]]\ncomm = \"x\"\n", []string{"lanes.toml:1: rule[1]: rule has no lane"}},
+		{"rule without match", "\n[[rule]]\nlane = \"normal\"\n", []string{"lanes.toml:2: rule[1]: rule has no match field (exe, comm, user, cgroup or unit)"}},
+		{"rule empty field", "[[rule]]\nlane = \"normal\"\ncomm = \"\"\n", []string{"lanes.toml:3: rule[1].comm: empty"}},
+		{"bad glob", "[[rule]]\nlane = \"normal\"\nexe = \"/usr/bin/[a\"\n", []string{`lanes.toml:3: rule[1].exe: bad glob "/usr/bin/[a": syntax error in pattern`}},
+		{"relative cgroup", "[[rule]]\nlane = \"normal\"\ncgroup = \"user.slice\"\n", []string{`lanes.toml:3: rule[1].cgroup: "user.slice" does not start with /`}},
+		{"long comm", "[[rule]]\nlane = \"normal\"\ncomm = \"abcdefghijklmnop\"\n", []string{`lanes.toml:3: rule[1].comm: "abcdefghijklmnop" is longer than 15 bytes`}},
+		{"weight low", "[lanes.video]\ncpu = { weight = 0 }\n", []string{"lanes.toml:2: lanes.video.cpu.weight: 0 is outside 1..10000"}},
+		{"weight high", "[lanes.normal]\ncpu.weight = 10001\n", []string{"lanes.toml:2: lanes.normal.cpu.weight: 10001 is outside 1..10000"}},
+		{"cap high", "[lanes.video]\n\n\ncpu = { cap = 150 }\n", []string{"lanes.toml:4: lanes.video.cpu.cap: 150 is outside (0, 100]"}},
+		{"cap zero", "[lanes.video]\ncpu = { cap = 0 }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: 0 is outside (0, 100]"}},
+		{"cap negative float", "[lanes.video]\ncpu = { cap = -0.5 }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: -0.5 is outside (0, 100]"}},
+		{"cap nan", "[lanes.video]\ncpu = { cap = nan }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: NaN is outside (0, 100]"}},
+		{"io class", "[lanes.video]\ndisk = { class = \"fast\" }\n", []string{`lanes.toml:2: lanes.video.disk.class: unknown I/O class "fast" (want realtime, best-effort, idle or none)`}},
+		{"io level", "[lanes.video]\ndisk = { level = 8 }\n", []string{"lanes.toml:2: lanes.video.disk.level: 8 is outside 0..7"}},
+		{"io weight", "[lanes.video]\ndisk = { weight = 0 }\n", []string{"lanes.toml:2: lanes.video.disk.weight: 0 is outside 1..10000"}},
+		{"net priority", "[lanes.video]\nnet = { priority = -1 }\n", []string{"lanes.toml:2: lanes.video.net.priority: -1 is outside 0..7"}},
+		{"rate junk", "[lanes.video]\nnet = { rate = \"fast\" }\n", []string{`lanes.toml:2: lanes.video.net.rate: invalid rate "fast"`}},
+		{"rate zero", "[lanes.video]\nnet.rate = \"0\"\n", []string{`lanes.toml:2: lanes.video.net.rate: invalid rate "0": must be positive`}},
+		{"global rate junk", "[net]\nrate = \"20 furlongs\"\n", []string{`lanes.toml:2: net.rate: invalid rate "20 furlongs": unknown unit "furlongs"`}},
+		{"ceil below rate", "[lanes.video]\nnet = { rate = \"8mbit\", ceil = \"4mbit\" }\n", []string{"lanes.toml:2: lanes.video.net.ceil: 4mbit is less than rate 8mbit"}},
+		{"lane rate above link", "[net]\nrate = \"10mbit\"\n[lanes.video]\nnet.rate = \"12mbit\"\n", []string{"lanes.toml:4: lanes.video.net.rate: 12mbit exceeds net.rate 10mbit"}},
+		{"lane rates sum above link", "[net]\nrate = \"10mbit\"\n[lanes.video]\nnet.rate = \"6mbit\"\n[lanes.voip]\nnet.rate = \"6mbit\"\n", []string{"lanes.toml:2: net.rate: 10mbit is less than the sum of the lanes' rates, 12mbit"}},
+		{"target", "[lanes.video]\nnet = { target = \"soon\" }\n", []string{`lanes.toml:2: lanes.video.net.target: invalid duration "soon"`}},
+		{"target negative", "[lanes.video]\nnet = { target = \"-5ms\" }\n", []string{"lanes.toml:2: lanes.video.net.target: -5ms is not positive"}},
+		{"lane name upper", "[lanes.Video]\n", []string{`lanes.toml:1: lanes.Video: invalid lane name "Video"`}},
+		{"lane name digit", "[lanes.1x]\n", []string{`lanes.toml:1: lanes.1x: invalid lane name "1x"`}},
+		{"lane name long", "[lanes.a2345678901234567890123456789012]\n", []string{`lanes.toml:1: lanes.a2345678901234567890123456789012: invalid lane name`}},
+		{"duplicate lane", "[lanes.video]\ncpu.weight = 5\n\n[lanes.video]\n", []string{"lanes.toml:4: "}},
+		{"duplicate lane quoted", "[lanes.video]\n[lanes.\"video\"]\n", []string{"lanes.toml:2: "}},
+		{"duplicate key", "[lanes.video]\nunprivileged = true\nunprivileged = false\n", []string{"lanes.toml:3: "}},
+		{"unknown default", "default = \"fast\"\n", []string{`lanes.toml:1: default: unknown lane "fast" (lanes: interactive, normal, background)`}},
+		{"relative socket", "[daemon]\nsocket = \"lanes.sock\"\n", []string{`lanes.toml:2: daemon.socket: "lanes.sock" is not an absolute path`}},
+		{"bad interface", "[net]\ninterfaces = [\"eth0\", \"a/b\"]\n", []string{`lanes.toml:2: net.interfaces: "a/b" is not an interface name`}},
+		{"all semantic errors at once", "[lanes.video]\ncpu = { weight = 0, cap = 101 }\ndisk = { level = 9 }\n[[rule]]\nlane = \"nope\"\n", []string{
+			"lanes.toml:2: lanes.video.cpu.weight: 0 is outside 1..10000",
+			"lanes.toml:2: lanes.video.cpu.cap: 101 is outside (0, 100]",
+			"lanes.toml:3: lanes.video.disk.level: 9 is outside 0..7",
+			`lanes.toml:5: rule[1].lane: unknown lane "nope"`,
+			"lanes.toml:4: rule[1]: rule has no match field",
+		}},
+		{"unknown key and semantic error together", "[lanes.video]\ncpu = { weight = 0 }\nbogus = 1\n", []string{
+			"lanes.toml:2: lanes.video.cpu.weight: 0 is outside 1..10000",
+			"lanes.toml:3: lanes.video.bogus: unknown key",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("lanes.toml", []byte(tt.file))
+			if err == nil {
+				t.Fatalf("Parse succeeded: %+v", c)
+			}
+			if c != nil {
+				t.Errorf("Parse returned a config with an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q; got:\n%v", w, err)
+				}
+			}
+			if len(tt.want) > 1 {
+				if n := len(joined(err)); n != len(tt.want) {
+					t.Errorf("%d errors, want %d:\n%v", n, len(tt.want), err)
+				}
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Source != "lanes.toml" || fe.Line == 0 {
+				t.Errorf("error is not a *FieldError with source and line: %#v", err)
+			}
+		})
+	}
+}
+
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func TestLaneUnknown(t *testing.T) {
+	c, err := Parse("lanes.toml", []byte("[lanes.video]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Lane("x")
+	if want := `unknown lane "x" (lanes: interactive, normal, background, video)`; err == nil || err.Error() != want {
+		t.Errorf("Lane(x) error %v, want %q", err, want)
+	}
+}
+
+// TestExample parses docs/example.toml, which docs/CONFIG.md presents.
+func TestExample(t *testing.T) {
+	c, err := Load("../docs/example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	video, err := c.Lane("video")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Lane{Name: "video", CPU: CPU{Weight: 400, CapPercent: 50}, Disk: Disk{Class: IOBestEffort, Level: 2, Weight: 200},
+		Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond}, Line: video.Line}
+	if *video != want || video.Line == 0 {
+		t.Errorf("video lane %+v, want %+v", *video, want)
+	}
+	if c.Net.Rate != 20_000_000 || len(c.Rules) != 6 {
+		t.Errorf("net %+v, %d rules", c.Net, len(c.Rules))
+	}
+	if l, _ := c.Match(Process{Exe: "/usr/bin/rsync", Comm: "rsync"}); l != Background {
+		t.Errorf("rsync goes to %q, want background", l)
+	}
+}
+
+// TestTestdata loads testdata/*.toml: good-*.toml must parse; bad-*.toml
+// must fail with every "# want: " comment line in the error.
+func TestTestdata(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			_, err := Load(f)
+			if strings.HasPrefix(filepath.Base(f), "good-") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Load succeeded")
+			}
+			data, rerr := os.ReadFile(f)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			n := 0
+			for _, line := range strings.Split(string(data), "\n") {
+				if w, ok := strings.CutPrefix(line, "# want: "); ok {
+					n++
+					if w = f + w; !strings.Contains(err.Error(), w) {
+						t.Errorf("error lacks %q; got:\n%v", w, err)
+					}
+				}
+			}
+			if n == 0 {
+				t.Fatal("bad testdata file has no # want: line")
+			}
+		})
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	_, err := Load("testdata/does-not-exist.toml")
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want an error wrapping os.ErrNotExist", err)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    uint64
+		wantErr string
+	}{
+		{"20mbit", 20_000_000, ""},
+		{"500kbit", 500_000, ""},
+		{"1gbit", 1_000_000_000, ""},
+		{"100000", 100_000, ""},
+		{"2.5mbit", 2_500_000, ""},
+		{"20Mbit", 20_000_000, ""},
+		{" 8 mbit ", 8_000_000, ""},
+		{"1bit", 1, ""},
+		{"1tbit", 1_000_000_000_000, ""},
+		{"1kbps", 8_000, ""},
+		{"1.5mbps", 12_000_000, ""},
+		{"18446744073709551615", 18446744073709551615, ""},
+		{"18446744073709551616", 0, "too large"},
+		{"0", 0, "must be positive"},
+		{"0.0mbit", 0, "must be positive"},
+		{"", 0, "want a number and a unit"},
+		{"-5mbit", 0, "want a number and a unit"},
+		{"mbit", 0, "want a number and a unit"},
+		{"1.mbit", 0, "want a number and a unit"},
+		{"1e6", 0, "want a number and a unit"},
+		{"5 furlongs", 0, "unknown unit"},
+		{"1.5bit", 0, "not a whole number"},
+		{"0x10", 0, "want a number and a unit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseRate(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseRate(%q) = %d, %v; want error containing %q", tt.in, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseRate(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+			}
+			if back, err := ParseRate(FormatRate(got)); err != nil || back != got {
+				t.Errorf("FormatRate(%d) = %q does not parse back: %d, %v", got, FormatRate(got), back, err)
+			}
+		})
+	}
+}
+
+func TestFormatRate(t *testing.T) {
+	tests := []struct {
+		in   uint64
+		want string
+	}{
+		{20_000_000, "20mbit"}, {2_500_000, "2500kbit"}, {1_000_000_000, "1gbit"}, {1234, "1234bit"}, {3_000_000_000_000, "3tbit"},
+	}
+	for _, tt := range tests {
+		if got := FormatRate(tt.in); got != tt.want {
+			t.Errorf("FormatRate(%d) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.toml")
+	files = append(files, "../docs/example.toml", "default.toml")
+	for _, name := range files {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte("[lanes.video]\ncpu = { weight = \"x\" }\n[[rule]]\nlane = 1\n"))
+	f.Add([]byte("rule = [{lane = \"normal\", comm = 3}, 5]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.toml", data)
+		if err != nil {
+			if c != nil {
+				t.Fatal("config returned with an error")
+			}
+			if !strings.HasPrefix(err.Error(), "fuzz.toml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		for _, name := range []string{Interactive, Normal, Background, c.Default} {
+			if _, err := c.Lane(name); err != nil {
+				t.Fatalf("valid config lacks lane: %v", err)
+			}
+		}
+		if len(c.Order) != len(c.Lanes) {
+			t.Fatalf("Order %v does not list the %d lanes", c.Order, len(c.Lanes))
+		}
+		for _, r := range c.Rules {
+			if _, err := c.Lane(r.Lane); err != nil {
+				t.Fatalf("rule to unknown lane: %v", err)
+			}
+		}
+		c.Match(Process{Exe: "/usr/bin/x", Comm: "x", Cgroup: "/a/b.service"})
+	})
+}

@@ -3,8 +3,6 @@ package api
 import (
 	"fmt"
 	"time"
-
-	"github.com/lanes-qos/lanes/internal/features"
 )
 
 // Version of this build's API. The daemon sends it in VersionHeader; the
@@ -152,15 +150,25 @@ type Status struct {
 	ConfigError string               `json:"config_error,omitempty"`
 	StateDB     string               `json:"state_db"`
 	Events      string               `json:"events"` // "proc connector" or "polling"
-	Mechanisms  []features.Mechanism `json:"mechanisms"`
+	Mechanisms  []Mechanism `json:"mechanisms"`
 	Lanes       []Lane               `json:"lanes"`
 	Health      []Health             `json:"health,omitempty"`
+}
+
+// Mechanism is one line of `lanes doctor`: a resource, the backend lanes
+// uses for it on this host, and why.
+type Mechanism struct {
+	Resource  string `json:"resource"`
+	Backend   string `json:"backend"`
+	Preferred bool   `json:"preferred"`
+	Reason    string `json:"reason"`
+	OK        bool   `json:"ok"`
 }
 
 // DoctorResponse is the body of GET /v1/doctor.
 type DoctorResponse struct {
 	Kernel     string               `json:"kernel"`
-	Mechanisms []features.Mechanism `json:"mechanisms"`
+	Mechanisms []Mechanism `json:"mechanisms"`
 }
 
 // ReloadResponse is the body of POST /v1/reload.

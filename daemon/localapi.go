@@ -294,12 +294,20 @@ func readProcBrief(pid int) (brief, error) {
 	return b, nil
 }
 
-func (d *Daemon) mechanisms() []features.Mechanism {
-	m := d.engine.Mechanisms()
-	m = append(m, features.Mechanism{Resource: "process events", Backend: d.events,
+func (d *Daemon) mechanisms() []api.Mechanism {
+	m := wireMechanisms(d.engine.Mechanisms())
+	m = append(m, api.Mechanism{Resource: "process events", Backend: d.events,
 		Preferred: d.events == "proc connector", OK: true,
 		Reason: map[bool]string{true: "exec events from the kernel's proc connector", false: "proc connector unavailable"}[d.events == "proc connector"]})
 	return m
+}
+
+func wireMechanisms(ms []features.Mechanism) []api.Mechanism {
+	out := make([]api.Mechanism, len(ms))
+	for i, m := range ms {
+		out[i] = api.Mechanism(m)
+	}
+	return out
 }
 
 func (d *Daemon) serveDoctor(w http.ResponseWriter, r *http.Request) (any, *api.Error) {

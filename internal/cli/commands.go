@@ -12,7 +12,6 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/enforce"
-	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/lane"
 )
 
@@ -187,13 +186,16 @@ Asks lanesd when it runs; otherwise probes this host itself (read-only).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var kernel, source string
-			var mechs []features.Mechanism
+			var mechs []api.Mechanism
 			if r, err := g.client().Doctor(cmd.Context()); err == nil {
 				kernel, mechs, source = r.Kernel, r.Mechanisms, "lanesd"
 			} else {
-				mechs, err = enforce.Probe()
+				local, err := enforce.Probe()
 				if err != nil {
 					return fmt.Errorf("doctor: %w", err)
+				}
+				for _, m := range local {
+					mechs = append(mechs, api.Mechanism(m))
 				}
 				kernel, source = kernelRelease(), "local probe (no daemon running)"
 			}

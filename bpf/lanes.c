@@ -15,6 +15,13 @@
 //  2. Otherwise the lane of the socket's cgroup (the cgroup the socket was
 //     created in; the shallowest ancestor found in lane_of_cgroup): set it.
 //  3. Otherwise leave the packet alone: HTB's default class (normal) takes it.
+//
+// Download direction (lanes_ingress): the packet's local socket is found
+// with bpf_sk_lookup_tcp/udp; its priority decides as in 1., and otherwise
+// the class lanes_sock_create stored in the socket's storage (tc programs
+// cannot read a socket's cgroup: bpf_sk_cgroup_id is cgroup-skb only).
+// Every IP packet is then redirected to the device's IFB, whose HTB tree
+// has the same classes.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>

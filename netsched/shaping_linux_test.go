@@ -145,6 +145,11 @@ func TestDownloadForegroundAgainstBackground(t *testing.T) {
 	kept := together / alone
 	t.Logf("lanes: foreground download alone %.2f Mbit/s, against background download %.2f Mbit/s: kept %.1f%%", mbit(alone), mbit(together), 100*kept)
 	t.Logf("ingress bytes: normal %d, background %d", after[lane.Normal]-before[lane.Normal], after[lane.Background]-before[lane.Background])
+	if err := l.e.Remove(tp.srcIf); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	alone0, together0, _ := pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], "", 5261, true)
+	t.Logf("no lanes: foreground download alone %.2f Mbit/s, against background download %.2f Mbit/s: kept %.1f%%", mbit(alone0), mbit(together0), 100*together0/alone0)
 	if after[lane.Background] == before[lane.Background] {
 		t.Error("no download bytes counted in background's ingress class: downloads are not classified")
 	}

@@ -1,0 +1,44 @@
+package netsched
+
+import (
+	"testing"
+
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/testutil"
+)
+
+// TestMechanismsMatchProbes: what `lanes doctor` reports agrees with the
+// probes.
+func TestMechanismsMatchProbes(t *testing.T) {
+	testutil.RequireRoot(t)
+	e, err := New(t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	wantLeaf := LeafBfifo
+	if features.HaveQdisc("fq_codel") == nil {
+		wantLeaf = LeafFqCodel
+	}
+	ingressOK := features.HaveIFB() == nil
+	ms := map[string]features.Mechanism{}
+	for _, m := range e.Mechanisms() {
+		ms[m.Resource] = m
+		t.Logf("%s: %s (preferred %v, ok %v): %s", m.Resource, m.Backend, m.Preferred, m.OK, m.Reason)
+	}
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"leaf matches the fq_codel probe", e.Leaf() == wantLeaf && ms["net scheduling"].Preferred == (wantLeaf == LeafFqCodel)},
+		{"scheduling works", ms["net scheduling"].OK},
+		{"classification works (BPF loaded here)", ms["net classification"].OK},
+		{"ingress matches the ifb probe", ms["net ingress"].OK == ingressOK},
+		{"background transport reported", ms["net background transport"].Backend != ""},
+	}
+	for _, tt := range tests {
+		if !tt.ok {
+			t.Errorf("%s: %+v", tt.name, ms)
+		}
+	}
+}

@@ -155,6 +155,44 @@ func moveProc(dir string, pid int) error {
 	return nil
 }
 
+// AddTree moves pid and all its descendants into the group, repeating
+// the walk until it finds no new descendant (at most 5 times), so that
+// children forked during the move are caught; children forked after their
+// parent moved start in the group anyway. It returns the PIDs moved.
+// Descendants that exit during the move are skipped.
+func (g Group) AddTree(pid int) ([]int, error) {
+	if err := g.AddProc(pid); err != nil {
+		return nil, err
+	}
+	moved := map[int]bool{pid: true}
+	for round := 0; round < 5; round++ {
+		desc, err := Descendants(pid)
+		if err != nil {
+			return sortedInts(moved), err
+		}
+		fresh := 0
+		for _, p := range desc {
+			if moved[p] {
+				continue
+			}
+			err := g.AddProc(p)
+			var pe *ProcessError
+			if errors.As(err, &pe) {
+				continue
+			}
+			if err != nil {
+				return sortedInts(moved), err
+			}
+			moved[p] = true
+			fresh++
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	return sortedInts(moved), nil
+}
+
 // Procs lists the group's member processes (from the v1 cpu hierarchy on
 // hybrid and v1 hosts, from v2 otherwise).
 func (g Group) Procs() ([]int, error) {

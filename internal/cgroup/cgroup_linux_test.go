@@ -243,3 +243,24 @@ func TestRestore(t *testing.T) {
 		t.Errorf("Remove after Restore: %v", err)
 	}
 }
+
+func TestAddTree(t *testing.T) {
+	h, g := newGroup(t)
+	c := startChild(t, "forker 30s")
+	grandchild, err := strconv.Atoi(c.line(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, err := g.AddTree(c.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(moved, c.pid()) || !slices.Contains(moved, grandchild) {
+		t.Errorf("AddTree moved %v, want %d and %d", moved, c.pid(), grandchild)
+	}
+	for _, p := range []int{c.pid(), grandchild} {
+		if !inGroup(t, h, g, "/proc/"+strconv.Itoa(p)) {
+			t.Errorf("process %d is not in %s after AddTree", p, g.Name())
+		}
+	}
+}

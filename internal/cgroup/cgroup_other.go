@@ -44,3 +44,6 @@ func Descendants(pid int) ([]int, error) { return nil, errUnsupported }
 
 // ParentPID is not supported outside Linux.
 func ParentPID(pid int) (int, error) { return 0, errUnsupported }
+
+// AddTree is not supported outside Linux.
+func (g Group) AddTree(pid int) ([]int, error) { return nil, errUnsupported }

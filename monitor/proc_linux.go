@@ -59,6 +59,12 @@ type ProcConnector struct {
 
 // ListenProc subscribes to the proc connector. Events flow until Close.
 func ListenProc(logf func(format string, args ...any)) (*ProcConnector, error) {
+	return listenProc(logf, recvBuffer, eventBuffer)
+}
+
+// listenProc is ListenProc with the socket receive buffer (bytes) and the
+// channel capacity given.
+func listenProc(logf func(format string, args ...any), recvBuf, chanCap int) (*ProcConnector, error) {
 	conn, err := netlink.Dial(netlinkConnector, &netlink.Config{Groups: cnIdxProc})
 	if err != nil {
 		return nil, fmt.Errorf("listen proc connector: %w", errnoHint(err))
@@ -66,13 +72,13 @@ func ListenProc(logf func(format string, args ...any)) (*ProcConnector, error) {
 	p := &ProcConnector{
 		conn:   conn,
 		logf:   logf,
-		events: make(chan Event, eventBuffer),
+		events: make(chan Event, chanCap),
 		done:   make(chan struct{}),
 		quit:   make(chan struct{}),
 	}
 	p.seq.Store(uint32(os.Getpid())<<12 ^ uint32(time.Now().UnixNano()))
-	if err := conn.SetReadBuffer(recvBuffer); err != nil {
-		logf("proc connector: set receive buffer to %d bytes: %v", recvBuffer, err)
+	if err := conn.SetReadBuffer(recvBuf); err != nil {
+		logf("proc connector: set receive buffer to %d bytes: %v", recvBuf, err)
 	}
 	pending, err := p.subscribe()
 	if err != nil {

@@ -153,6 +153,32 @@ func TestProcConnectorCloseEndsEvents(t *testing.T) {
 	}
 }
 
+// TestProcConnectorOverflow lets the socket's small receive buffer
+// overflow while nobody reads, and expects an Overflow event in place of
+// the lost events, and events to flow again afterwards.
+func TestProcConnectorOverflow(t *testing.T) {
+	testutil.RequireRoot(t)
+	p, err := listenProc(t.Logf, 4096, 1)
+	if err != nil {
+		t.Fatalf("listenProc: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	// Each run is a fork, an exec and an exit: far more than 4 KiB of
+	// socket buffer (each message costs several hundred bytes of it).
+	for i := 0; i < 100; i++ {
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEvent(t, p.Events(), 5*time.Second, "overflow event", func(e Event) bool { return e.Kind == Overflow })
+	// The stream goes on. Other processes on the host may overflow the
+	// tiny buffer again, so this waits for any event, not this child's.
+	start(t, "/bin/true")
+	waitEvent(t, p.Events(), 5*time.Second, "process event after the overflow", func(e Event) bool {
+		return e.Kind != Overflow
+	})
+}
+
 // TestListenProcUnprivileged runs a helper process as nobody. Kernels
 // before 6.6 refuse unprivileged listeners, and the error must then say
 // what is missing; newer kernels ("connector/cn_proc: Allow non-root users

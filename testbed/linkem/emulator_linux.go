@@ -20,7 +20,9 @@ type Options struct {
 	// Realtime runs the emulator's threads with SCHED_FIFO priority 50 so
 	// that other load on the host delays packets less. It needs
 	// CAP_SYS_NICE; without it the emulator runs at normal priority and
-	// says so through Logf.
+	// says so through Logf. Because a thread returning from a system call
+	// needs a free Go P before it can go on, Realtime also raises
+	// GOMAXPROCS by the emulator's four threads.
 	Realtime bool
 	Logf     func(format string, args ...any)
 }
@@ -33,6 +35,8 @@ type Emulator struct {
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	once  sync.Once
+
+	realtime bool
 }
 
 // latencySamples bounds the lateness samples kept per direction.
@@ -57,7 +61,7 @@ type direction struct {
 	stats   DirStats
 	late    []time.Duration
 	lateIdx int
-	pool    sync.Pool
+	free    [][]byte // packet buffers, reused: no allocation once warm
 
 	inPackets atomic.Uint64
 }
@@ -79,19 +83,24 @@ func Start(a, b *os.File, opts Options) (*Emulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start link emulator: %w", err)
 	}
-	e := &Emulator{start: time.Now(), stop: make(chan struct{})}
+	e := &Emulator{start: time.Now(), stop: make(chan struct{}), realtime: opts.Realtime}
 	mk := func(name string, cfg Config, in, out int) *direction {
 		d := &direction{name: name, model: NewModel(cfg), in: in, out: out, e: e, wake: make(chan struct{}, 1)}
 		d.stats.Dir = name
+		d.late = make([]time.Duration, 0, 1<<16)
 		d.stats.SettingRate = float64(cfg.Rate)
 		if cfg.Trace != nil {
 			d.stats.SettingRate = cfg.Trace.MeanRate()
 		}
-		d.pool.New = func() any { return make([]byte, 2048) }
 		return d
 	}
 	e.dirs[0] = mk("up", opts.Up, fa, fb)
 	e.dirs[1] = mk("down", opts.Down, fb, fa)
+	if opts.Realtime {
+		// Each emulator thread must find a P free when its poll or sleep
+		// returns, or it waits for the Go scheduler instead of the kernel.
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 4)
+	}
 	var rtWarn sync.Once
 	for _, d := range e.dirs {
 		for _, fn := range []func(){d.read, d.write} {
@@ -141,6 +150,10 @@ func setRealtime() error {
 	return nil
 }
 
+// Started returns the emulator's time origin: delivery times and
+// schedules count from it.
+func (e *Emulator) Started() time.Time { return e.start }
+
 // now is the time since Start on the monotonic clock.
 func (e *Emulator) now() time.Duration { return time.Since(e.start) }
 
@@ -168,10 +181,10 @@ func (d *direction) read() {
 			}
 			continue
 		}
-		buf := d.pool.Get().([]byte)
+		buf := d.getBuf()
 		m, err := unix.Read(d.in, buf)
 		if err != nil || m <= 0 {
-			d.pool.Put(buf)
+			d.putBuf(buf)
 			if err != nil && !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.EAGAIN) {
 				return
 			}
@@ -193,7 +206,7 @@ func (d *direction) read() {
 		d.stats.MaxQueue = d.model.MaxQueue()
 		d.mu.Unlock()
 		if v != Accepted {
-			d.pool.Put(buf[:cap(buf)])
+			d.putBuf(buf)
 			continue
 		}
 		select {
@@ -201,6 +214,23 @@ func (d *direction) read() {
 		default:
 		}
 	}
+}
+
+func (d *direction) getBuf() []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.free); n > 0 {
+		b := d.free[n-1]
+		d.free = d.free[:n-1]
+		return b[:cap(b)]
+	}
+	return make([]byte, 2048)
+}
+
+func (d *direction) putBuf(b []byte) {
+	d.mu.Lock()
+	d.free = append(d.free, b[:cap(b)])
+	d.mu.Unlock()
 }
 
 // write delivers queued packets at their due times, sleeping on the
@@ -246,7 +276,7 @@ func (d *direction) write() {
 			}
 		}
 		d.mu.Unlock()
-		d.pool.Put(p.buf[:cap(p.buf)])
+		d.putBuf(p.buf)
 	}
 }
 
@@ -297,7 +327,12 @@ func (e *Emulator) ResetLateness() {
 // Stop stops the emulator's threads (within about 100 ms) and returns the
 // final report. Packets still queued are discarded.
 func (e *Emulator) Stop() Report {
-	e.once.Do(func() { close(e.stop) })
-	e.wg.Wait()
+	e.once.Do(func() {
+		close(e.stop)
+		e.wg.Wait()
+		if e.realtime {
+			runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)-4))
+		}
+	})
 	return e.Stats()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // Options configure an emulator.
@@ -28,6 +29,9 @@ func (e *Emulator) Stats() Report { return Report{} }
 
 // ResetLateness is only implemented on Linux.
 func (e *Emulator) ResetLateness() {}
+
+// Started is only implemented on Linux.
+func (e *Emulator) Started() time.Time { return time.Time{} }
 
 // Stop is only implemented on Linux.
 func (e *Emulator) Stop() Report { return Report{} }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
@@ -172,6 +173,17 @@ func (t *Topology) buildPath(p *Path, rtrSrc, rtrDst netip.Addr) error {
 			}
 		}
 	}
+	// A veth's qdisc is attached only when the kernel's link watcher sees
+	// the carrier come up, up to a second later; until then it drops every
+	// packet (ARP included). Wait for it.
+	for _, w := range []struct {
+		h   *netlink.Handle
+		dev string
+	}{{sh, p.SrcDev}, {dh, p.DstDev}, {rh, p.RtrSrcDev}, {rh, p.RtrDstDev}} {
+		if err := waitOperUp(w.h, w.dev, 3*time.Second); err != nil {
+			return err
+		}
+	}
 	for _, h := range []*netlink.Handle{sh, dh, rh} {
 		lo, err := h.LinkByName("lo")
 		if err != nil {
@@ -182,6 +194,23 @@ func (t *Topology) buildPath(p *Path, rtrSrc, rtrDst netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+func waitOperUp(h *netlink.Handle, dev string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := h.LinkByName(dev)
+		if err != nil {
+			return fmt.Errorf("find %s: %w", dev, err)
+		}
+		if l.Attrs().OperState == netlink.OperUp {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s not up after %v (state %v)", dev, timeout, l.Attrs().OperState)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func addVeth(rh *netlink.Handle, name, peer, peerNS string) error {

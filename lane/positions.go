@@ -2,6 +2,7 @@ package lane
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -11,8 +12,9 @@ import (
 // array-table elements as "rule[1]", counted from 1) to the byte offset
 // where the key first appears in the document.
 type keyPositions struct {
-	data    []byte
-	offsets map[string]int
+	data       []byte
+	offsets    map[string]int
+	lineStarts []int // byte offset of the start of each line
 }
 
 // line returns the 1-based line of key, or 0 when the key is not in the
@@ -22,7 +24,8 @@ func (k keyPositions) line(key string) int {
 	if !ok {
 		return 0
 	}
-	return 1 + strings.Count(string(k.data[:off]), "\n")
+	// The number of lines starting at or before off.
+	return sort.Search(len(k.lineStarts), func(i int) bool { return k.lineStarts[i] > off })
 }
 
 // offset returns the byte offset of key, or -1.
@@ -36,7 +39,12 @@ func (k keyPositions) offset(key string) int {
 // indexKeys walks the document with go-toml's parser and records where each
 // key is. It stops quietly at a syntax error: the decoder reports that one.
 func indexKeys(data []byte) keyPositions {
-	kp := keyPositions{data: data, offsets: map[string]int{}}
+	kp := keyPositions{data: data, offsets: map[string]int{}, lineStarts: []int{0}}
+	for i, b := range data {
+		if b == '\n' {
+			kp.lineStarts = append(kp.lineStarts, i+1)
+		}
+	}
 	var p unstable.Parser
 	p.Reset(data)
 	arrays := map[string]int{} // array-table path -> elements seen
@@ -127,16 +135,10 @@ func join(a, b string) string {
 
 // lineColOffset returns the byte offset of 1-based line:col.
 func (k keyPositions) lineColOffset(line, col int) int {
-	off, l := 0, 1
-	for l < line && off < len(k.data) {
-		i := strings.IndexByte(string(k.data[off:]), '\n')
-		if i < 0 {
-			break
-		}
-		off += i + 1
-		l++
+	if line < 1 || line > len(k.lineStarts) {
+		return -1
 	}
-	return off + col - 1
+	return k.lineStarts[line-1] + col - 1
 }
 
 // exactKey returns the most specific key that starts at line:col, or "".
@@ -161,18 +163,11 @@ func (k keyPositions) keyAt(line, col int, hint []string) string {
 	if line <= 0 {
 		return want
 	}
-	// Offset of line:col.
-	off, l := 0, 1
-	for l < line && off < len(k.data) {
-		i := strings.IndexByte(string(k.data[off:]), '\n')
-		if i < 0 {
-			break
-		}
-		off += i + 1
-		l++
+	off := k.lineColOffset(line, col)
+	if off < 0 {
+		return want
 	}
-	lineStart := off
-	off += col - 1
+	lineStart := k.lineStarts[line-1]
 	best, bestOff := want, -1
 	for path, o := range k.offsets {
 		if o < lineStart || o > off || o < bestOff {

@@ -23,9 +23,7 @@ func (r *Rule) Matches(p Process) bool {
 	if r.Exe == "" && r.Comm == "" && r.User == "" && r.Cgroup == "" && r.Unit == "" {
 		return false
 	}
-	if r.Exe != "" && !matchExe(r.Exe, p.Exe) {
-		return false
-	}
+	// Cheap comparisons first, the glob last.
 	if r.Comm != "" && r.Comm != p.Comm {
 		return false
 	}
@@ -43,6 +41,9 @@ func (r *Rule) Matches(p Process) bool {
 		if unit != r.Unit {
 			return false
 		}
+	}
+	if r.Exe != "" && !matchExe(r.Exe, p.Exe) {
+		return false
 	}
 	return true
 }
@@ -114,10 +115,11 @@ func matchElems(pat, name []string) bool {
 	// ok[j] reports whether pat[i:] matches name[j:], for the current i,
 	// computed from the last pattern element backwards.
 	ok := make([]bool, len(name)+1)
+	next := make([]bool, len(name)+1)
 	ok[len(name)] = true // empty pattern matches empty name
 	for i := len(pat) - 1; i >= 0; i-- {
-		next := ok
-		ok = make([]bool, len(name)+1)
+		ok, next = next, ok
+		clear(ok)
 		if pat[i] == "**" {
 			// pat[i:] matches name[j:] if pat[i+1:] matches name[k:] for some k >= j.
 			any := false

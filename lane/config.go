@@ -265,6 +265,9 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	if _, ok := c.Lanes[c.Default]; !ok {
 		v.add("default", "unknown lane %q (lanes: %s)", c.Default, strings.Join(c.Order, ", "))
 	}
+	if v.pos.tables["rule"] {
+		v.add("rule", "write rules as [[rule]], an array of tables")
+	}
 	for i := range f.Rule {
 		if r, ok := v.rule(c, i, &f.Rule[i]); ok {
 			c.Rules = append(c.Rules, r)
@@ -297,7 +300,7 @@ func (v *validator) daemon(d *Daemon, fd *fileDaemon) {
 	}
 	if fd.SocketGID != nil {
 		d.SocketGID = *fd.SocketGID
-		if d.SocketGID < -1 {
+		if d.SocketGID < -1 || int64(d.SocketGID) > 1<<32-2 {
 			v.add("daemon.socket_gid", "%d is not a group id (or -1 for none)", d.SocketGID)
 		}
 	}

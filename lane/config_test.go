@@ -223,6 +223,8 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate lane quoted", "[lanes.video]\n[lanes.\"video\"]\n", []string{"lanes.toml:2: "}},
 		{"duplicate key", "[lanes.video]\nunprivileged = true\nunprivileged = false\n", []string{"lanes.toml:3: "}},
 		{"unknown default", "default = \"fast\"\n", []string{`lanes.toml:1: default: unknown lane "fast" (lanes: interactive, normal, background)`}},
+		{"rule as a plain table", "\n[rule]\nlane = \"normal\"\ncomm = \"x\"\n", []string{"lanes.toml:2: rule: write rules as [[rule]], an array of tables"}},
+		{"gid too large", "[daemon]\nsocket_gid = 5000000000\n", []string{"lanes.toml:2: daemon.socket_gid: 5000000000 is not a group id (or -1 for none)"}},
 		{"relative socket", "[daemon]\nsocket = \"lanes.sock\"\n", []string{`lanes.toml:2: daemon.socket: "lanes.sock" is not an absolute path`}},
 		{"bad interface", "[net]\ninterfaces = [\"eth0\", \"a/b\"]\n", []string{`lanes.toml:2: net.interfaces: "a/b" is not an interface name`}},
 		{"all semantic errors at once", "[lanes.video]\ncpu = { weight = 0, cap = 101 }\ndisk = { level = 9 }\n[[rule]]\nlane = \"nope\"\n", []string{

@@ -15,6 +15,9 @@ type keyPositions struct {
 	data       []byte
 	offsets    map[string]int
 	lineStarts []int // byte offset of the start of each line
+	// tables holds the paths defined as plain tables ([x] headers and
+	// inline tables), to tell [rule] from [[rule]].
+	tables map[string]bool
 }
 
 // line returns the 1-based line of key, or 0 when the key is not in the
@@ -39,7 +42,7 @@ func (k keyPositions) offset(key string) int {
 // indexKeys walks the document with go-toml's parser and records where each
 // key is. It stops quietly at a syntax error: the decoder reports that one.
 func indexKeys(data []byte) keyPositions {
-	kp := keyPositions{data: data, offsets: map[string]int{}, lineStarts: []int{0}}
+	kp := keyPositions{data: data, offsets: map[string]int{}, lineStarts: []int{0}, tables: map[string]bool{}}
 	for i, b := range data {
 		if b == '\n' {
 			kp.lineStarts = append(kp.lineStarts, i+1)
@@ -55,6 +58,7 @@ func indexKeys(data []byte) keyPositions {
 		case unstable.Table:
 			path, off := keyPath(e.Key())
 			table = path
+			kp.tables[path] = true
 			kp.record(path, off)
 		case unstable.ArrayTable:
 			path, off := keyPath(e.Key())
@@ -90,6 +94,7 @@ func (kp keyPositions) keyValue(path string, off int, value *unstable.Node) {
 	}
 	switch value.Kind {
 	case unstable.InlineTable:
+		kp.tables[path] = true
 		it := value.Children()
 		for it.Next() {
 			kv := it.Node()

@@ -1,0 +1,114 @@
+package workload
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Kinds of workload.
+const (
+	IPerf3   = "iperf3"    // TCP (CC) or UDP (Rate) bulk transfer
+	IRTT     = "irtt"      // isochronous round trips: latency
+	Audio    = "audio"     // Go: PacketBytes every Interval over UDP
+	Video    = "video"     // Go: frames of FrameBytes at FPS over UDP
+	ReqResp  = "rr"        // Go: request/response over TCP with think times
+	Fio      = "fio"       // disk load, Args passed to fio
+	StressNG = "stress-ng" // CPU/memory load, Args passed to stress-ng
+)
+
+// Spec describes one workload of a scenario.
+type Spec struct {
+	Name string // unique within a scenario, e.g. "fg"
+	Kind string
+	// Direction "up" sends from src to dst, "down" from dst to src. The
+	// client process always runs in src (the host lanes manages).
+	Direction string
+	Path      int // which path of the topology (0 for the line)
+	Port      int // base port; 0 picks one from the workload's index
+
+	CC       string        // iperf3 TCP congestion control ("cubic")
+	Protocol string        // iperf3: "tcp" (default) or "udp"
+	Rate     uint64        // iperf3 UDP rate, bits/s
+	Streams  int           // iperf3 parallel streams (default 1)
+	Interval time.Duration // irtt and audio send interval
+	// PacketBytes is the audio packet size (default 80) or irtt length.
+	PacketBytes int
+	FPS         int // video frames per second
+	FrameBytes  int // video frame size
+	ReqBytes    int // rr request size
+	RespBytes   int // rr response size
+	Think       time.Duration
+	ThinkExp    bool     // exponential think times with mean Think
+	Args        []string // fio / stress-ng arguments
+}
+
+// Validate checks a spec.
+func (s Spec) Validate() error {
+	switch s.Kind {
+	case IPerf3, IRTT, Audio, Video, ReqResp, Fio, StressNG:
+	default:
+		return fmt.Errorf("workload %s: unknown kind %q", s.Name, s.Kind)
+	}
+	if s.Direction != "" && s.Direction != "up" && s.Direction != "down" {
+		return fmt.Errorf("workload %s: direction %q: want up or down", s.Name, s.Direction)
+	}
+	if s.Kind == IPerf3 && s.Protocol == "udp" && s.Rate == 0 {
+		return fmt.Errorf("workload %s: udp needs a rate", s.Name)
+	}
+	if s.Kind == Video && (s.FPS <= 0 || s.FrameBytes <= 0) {
+		return fmt.Errorf("workload %s: video needs fps and frame_bytes", s.Name)
+	}
+	return nil
+}
+
+// Result is what one run of a workload measured.
+type Result struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Throughput is the goodput in bits/s at the receiver (bulk transfers,
+	// generators); for fio the bytes/s of I/O times 8; for stress-ng bogo
+	// operations per second.
+	Throughput float64 `json:"throughput"`
+	// Latency percentiles: RTT for irtt and rr, one-way for audio and
+	// video frames. Zero when not measured.
+	LatencyP50 time.Duration `json:"latency_p50_ns,omitempty"`
+	LatencyP99 time.Duration `json:"latency_p99_ns,omitempty"`
+	// Loss is the fraction of packets (or frames) that did not arrive.
+	Loss float64 `json:"loss,omitempty"`
+	// Jitter: for audio, seed 000's measure (standard deviation of
+	// |inter-send time − interval| at the sender) is SendJitter, and the
+	// same at the receiver is Jitter; for video, the standard deviation of
+	// frame inter-completion times minus 1/fps.
+	Jitter     time.Duration `json:"jitter_ns,omitempty"`
+	SendJitter time.Duration `json:"send_jitter_ns,omitempty"`
+	FPS        float64       `json:"fps,omitempty"` // video: complete frames per second
+	Count      int           `json:"count,omitempty"`
+}
+
+func percentile(s []time.Duration, p float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	c := append([]time.Duration(nil), s...)
+	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	return c[min(len(c)-1, int(p*float64(len(c))))]
+}
+
+// absDevSD is seed 000's jitter: the standard deviation of |d − want|
+// over the gaps d.
+func absDevSD(gaps []time.Duration, want time.Duration) time.Duration {
+	if len(gaps) < 2 {
+		return 0
+	}
+	var sum, sq float64
+	for _, g := range gaps {
+		x := math.Abs(float64(g - want))
+		sum += x
+		sq += x * x
+	}
+	n := float64(len(gaps))
+	mean := sum / n
+	return time.Duration(math.Sqrt(max(0, sq/n-mean*mean)))
+}

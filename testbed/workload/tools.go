@@ -1,0 +1,245 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lanes-qos/lanes/testbed/netns"
+)
+
+// command builds the client command in ns with env's wrapper.
+func (e Env) command(ctx context.Context, ns string, argv ...string) *exec.Cmd {
+	all := append(append([]string(nil), e.Wrap...), argv...)
+	return netns.Command(ctx, ns, all[0], all[1:]...)
+}
+
+// server starts a server process in ns and returns a function that stops
+// and reaps it.
+func server(ctx context.Context, ns string, argv ...string) (func(), error) {
+	cmd := netns.Command(ctx, ns, argv[0], argv[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	return func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}, nil
+}
+
+func seconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+type iperfJSON struct {
+	Error string `json:"error"`
+	End   struct {
+		SumReceived *struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+			LostPercent   float64 `json:"lost_percent"`
+		} `json:"sum_received"`
+		Sum *struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+			LostPercent   float64 `json:"lost_percent"`
+			JitterMs      float64 `json:"jitter_ms"`
+		} `json:"sum"`
+	} `json:"end"`
+}
+
+func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, error) {
+	cliNS, srvNS, _, srvAddr, err := env.ends(s)
+	if err != nil {
+		return Result{}, err
+	}
+	port := strconv.Itoa(env.port(s))
+	stop, err := server(ctx, srvNS, "iperf3", "-s", "-1", "-B", srvAddr.String(), "-p", port)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
+	argv := []string{"iperf3", "-J", "-c", srvAddr.String(), "-p", port, "-t", seconds(dur)}
+	if s.CC != "" && s.Protocol != "udp" {
+		argv = append(argv, "-C", s.CC)
+	}
+	if s.Protocol == "udp" {
+		argv = append(argv, "-u", "-b", strconv.FormatUint(s.Rate, 10), "-l", "1400")
+	}
+	if s.Streams > 1 {
+		argv = append(argv, "-P", strconv.Itoa(s.Streams))
+	}
+	if s.Direction == "down" {
+		argv = append(argv, "-R")
+	}
+	var out []byte
+	// The server needs a moment to listen; retry a refused connection.
+	for attempt := 0; ; attempt++ {
+		time.Sleep(200 * time.Millisecond)
+		cmd := env.command(ctx, cliNS, argv...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err = cmd.Output()
+		var res iperfJSON
+		_ = json.Unmarshal(out, &res)
+		if err == nil && res.Error == "" {
+			break
+		}
+		msg := strings.TrimSpace(res.Error + " " + stderr.String())
+		if attempt < 3 && strings.Contains(msg, "refused") && ctx.Err() == nil {
+			continue
+		}
+		return Result{}, fmt.Errorf("iperf3 %s: %v: %s", strings.Join(argv[1:], " "), err, msg)
+	}
+	var res iperfJSON
+	if err := json.Unmarshal(out, &res); err != nil {
+		return Result{}, fmt.Errorf("parse iperf3 output: %w", err)
+	}
+	r := Result{}
+	switch {
+	case res.End.SumReceived != nil && res.End.SumReceived.BitsPerSecond > 0:
+		r.Throughput = res.End.SumReceived.BitsPerSecond
+	case res.End.Sum != nil:
+		r.Throughput = res.End.Sum.BitsPerSecond * (1 - res.End.Sum.LostPercent/100)
+	default:
+		return Result{}, errors.New("iperf3 output has no summary")
+	}
+	if res.End.Sum != nil && s.Protocol == "udp" {
+		r.Loss = res.End.Sum.LostPercent / 100
+		r.Jitter = time.Duration(res.End.Sum.JitterMs * float64(time.Millisecond))
+	}
+	return r, nil
+}
+
+func runIRTT(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, error) {
+	cliNS, srvNS, _, srvAddr, err := env.ends(s)
+	if err != nil {
+		return Result{}, err
+	}
+	addr := fmt.Sprintf("%s:%d", srvAddr, env.port(s))
+	stop, err := server(ctx, srvNS, "irtt", "server", "-b", addr, "-i", "0", "-d", "0", "-l", "0")
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
+	iv := s.Interval
+	if iv == 0 {
+		iv = 10 * time.Millisecond
+	}
+	length := s.PacketBytes
+	if length == 0 {
+		length = 64
+	}
+	argv := []string{"irtt", "client", "-Q", "-o", "-", "-i", iv.String(), "-d", dur.String(),
+		"-l", strconv.Itoa(length), "--wait=1s", "--timeouts=200ms,500ms,1s,2s", addr}
+	var out []byte
+	for attempt := 0; ; attempt++ {
+		time.Sleep(200 * time.Millisecond)
+		cmd := env.command(ctx, cliNS, argv...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err = cmd.Output()
+		if err == nil {
+			break
+		}
+		if attempt < 3 && ctx.Err() == nil {
+			continue
+		}
+		return Result{}, fmt.Errorf("irtt client: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var res struct {
+		RoundTrips []struct {
+			Lost  string `json:"lost"`
+			Delay struct {
+				RTT int64 `json:"rtt"`
+			} `json:"delay"`
+		} `json:"round_trips"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return Result{}, fmt.Errorf("parse irtt output: %w", err)
+	}
+	var rtts []time.Duration
+	lost := 0
+	for _, rt := range res.RoundTrips {
+		if rt.Lost != "false" {
+			lost++
+			continue
+		}
+		rtts = append(rtts, time.Duration(rt.Delay.RTT))
+	}
+	if len(rtts) == 0 {
+		return Result{}, errors.New("irtt: no round trip completed")
+	}
+	return Result{
+		LatencyP50: percentile(rtts, 0.5), LatencyP99: percentile(rtts, 0.99),
+		Loss: float64(lost) / float64(len(res.RoundTrips)), Count: len(rtts),
+	}, nil
+}
+
+func runFio(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, error) {
+	argv := append([]string{"fio", "--output-format=json", "--time_based", "--runtime=" + seconds(dur)}, s.Args...)
+	cmd := env.command(ctx, env.Topo.Src, argv...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return Result{}, fmt.Errorf("fio: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	// fio may print notes before the JSON object.
+	if i := bytes.IndexByte(out, '{'); i > 0 {
+		out = out[i:]
+	}
+	var res struct {
+		Jobs []struct {
+			Read struct {
+				BwBytes float64 `json:"bw_bytes"`
+			} `json:"read"`
+			Write struct {
+				BwBytes float64 `json:"bw_bytes"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return Result{}, fmt.Errorf("parse fio output: %w", err)
+	}
+	var bw float64
+	for _, j := range res.Jobs {
+		bw += j.Read.BwBytes + j.Write.BwBytes
+	}
+	return Result{Throughput: bw * 8}, nil
+}
+
+var bogoRE = regexp.MustCompile(`bogo-ops-per-second-real-time:\s*([0-9.eE+-]+)`)
+
+func runStressNG(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, error) {
+	f, err := os.CreateTemp("", "lanes-stress-*.yaml")
+	if err != nil {
+		return Result{}, fmt.Errorf("stress-ng metrics file: %w", err)
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	argv := append([]string{"stress-ng", "--timeout", seconds(dur) + "s", "--metrics-brief", "--yaml", f.Name()}, s.Args...)
+	cmd := env.command(ctx, env.Topo.Src, argv...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return Result{}, fmt.Errorf("stress-ng: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	y, err := os.ReadFile(f.Name())
+	if err != nil {
+		return Result{}, fmt.Errorf("read stress-ng metrics: %w", err)
+	}
+	var ops float64
+	for _, m := range bogoRE.FindAllSubmatch(y, -1) {
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		ops += v
+	}
+	return Result{Throughput: ops}, nil
+}

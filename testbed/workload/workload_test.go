@@ -1,0 +1,112 @@
+//go:build linux
+
+package workload
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/internal/testutil"
+	"github.com/lanes-qos/lanes/testbed/linkem"
+	"github.com/lanes-qos/lanes/testbed/netns"
+)
+
+const ms = time.Millisecond
+
+// link builds src — rtr — dst with 20 Mbit/s and 10 ms each way.
+func link(t *testing.T) *netns.Topology {
+	t.Helper()
+	testutil.RequireRoot(t)
+	topo, err := netns.New(1, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := topo.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := linkem.Config{Rate: 20_000_000, Delay: 10 * ms, QueuePackets: 200}
+	em, err := linkem.Start(topo.Paths[0].TunUp, topo.Paths[0].TunDown, linkem.Options{Up: cfg, Down: cfg, Realtime: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { em.Stop() })
+	return topo
+}
+
+type check func(t *testing.T, r Result)
+
+func between(name string, get func(Result) float64, lo, hi float64) check {
+	return func(t *testing.T, r Result) {
+		if v := get(r); v < lo || v > hi {
+			t.Errorf("%s = %v, want in [%v, %v]; result %+v", name, v, lo, hi, r)
+		}
+	}
+}
+
+func tput(r Result) float64 { return r.Throughput }
+func p50ms(r Result) float64 { return float64(r.LatencyP50) / 1e6 }
+func loss(r Result) float64  { return r.Loss }
+func fps(r Result) float64   { return r.FPS }
+func jitMS(r Result) float64 { return float64(r.Jitter) / 1e6 }
+func count(r Result) float64 { return float64(r.Count) }
+
+func TestWorkloads(t *testing.T) {
+	topo := link(t)
+	dir := t.TempDir()
+	tcpMax := 20e6 * 1448 / 1500
+	for _, tc := range []struct {
+		spec   Spec
+		dur    time.Duration
+		wrap   []string
+		checks []check
+	}{
+		{Spec{Name: "tcp-up", Kind: IPerf3, CC: "cubic"}, 3 * time.Second, nil,
+			[]check{between("throughput", tput, 0.80*tcpMax, 1.01*tcpMax)}},
+		{Spec{Name: "tcp-down", Kind: IPerf3, CC: "reno", Direction: "down"}, 3 * time.Second, nil,
+			[]check{between("throughput", tput, 0.80*tcpMax, 1.01*tcpMax)}},
+		{Spec{Name: "tcp-wrapped", Kind: IPerf3, CC: "cubic"}, 2 * time.Second, []string{"env", "LANES_TEST=1"},
+			[]check{between("throughput", tput, 0.70*tcpMax, 1.01*tcpMax)}},
+		{Spec{Name: "udp", Kind: IPerf3, Protocol: "udp", Rate: 5_000_000}, 2 * time.Second, nil,
+			[]check{between("throughput", tput, 4.5e6, 5.2e6), between("loss", loss, 0, 0.01)}},
+		{Spec{Name: "irtt", Kind: IRTT, Interval: 10 * ms}, 2 * time.Second, nil,
+			[]check{between("rtt p50 ms", p50ms, 20, 23), between("loss", loss, 0, 0.01)}},
+		{Spec{Name: "audio", Kind: Audio}, 2 * time.Second, nil,
+			[]check{between("one-way p50 ms", p50ms, 10, 12), between("loss", loss, 0, 0.01),
+				between("received", count, 99, 100), between("jitter ms", jitMS, 0, 20)}},
+		{Spec{Name: "audio-down", Kind: Audio, Direction: "down"}, time.Second, nil,
+			[]check{between("one-way p50 ms", p50ms, 10, 12), between("received", count, 49, 50)}},
+		{Spec{Name: "video", Kind: Video, FPS: 20, FrameBytes: 6000}, 2 * time.Second, nil,
+			[]check{between("fps", fps, 19, 20.01), between("frame latency p50 ms", p50ms, 10, 15)}},
+		{Spec{Name: "rr", Kind: ReqResp, ReqBytes: 100, RespBytes: 1000, Think: 50 * ms}, 2 * time.Second, nil,
+			// RTT 20 ms plus serialization, then 50 ms of thinking: at most ~28
+			// round trips (fewer when the loaded host oversleeps).
+			[]check{between("latency p50 ms", p50ms, 20, 24), between("round trips", count, 15, 30)}},
+		{Spec{Name: "fio", Kind: Fio, Args: []string{"--name=w", "--rw=write", "--size=16m", "--bs=64k", "--directory=" + dir}}, time.Second, nil,
+			[]check{between("throughput", tput, 1, 1e15)}},
+		{Spec{Name: "stress", Kind: StressNG, Args: []string{"--cpu", "1"}}, time.Second, nil,
+			[]check{between("bogo ops/s", tput, 1, 1e15)}},
+	} {
+		t.Run(tc.spec.Name, func(t *testing.T) {
+			r, err := Run(context.Background(), Env{Topo: topo, Wrap: tc.wrap, Logf: t.Logf}, tc.spec, tc.dur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%+v", r)
+			for _, c := range tc.checks {
+				c(t, r)
+			}
+		})
+	}
+}
+
+func TestGeneratorCannotBeWrapped(t *testing.T) {
+	topo := link(t)
+	_, err := Run(context.Background(), Env{Topo: topo, Wrap: []string{"lanes", "run", "--"}}, Spec{Name: "a", Kind: Audio}, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "cannot be wrapped") {
+		t.Fatalf("got %v, want an error saying a generator cannot be wrapped", err)
+	}
+}

@@ -47,7 +47,7 @@ func between(name string, get func(Result) float64, lo, hi float64) check {
 	}
 }
 
-func tput(r Result) float64 { return r.Throughput }
+func tput(r Result) float64  { return r.Throughput }
 func p50ms(r Result) float64 { return float64(r.LatencyP50) / 1e6 }
 func loss(r Result) float64  { return r.Loss }
 func fps(r Result) float64   { return r.FPS }

@@ -21,7 +21,7 @@
 // the class lanes_sock_create stored in the socket's storage (tc programs
 // cannot read a socket's cgroup: bpf_sk_cgroup_id is cgroup-skb only).
 // Every IP packet is then redirected to the device's IFB, whose HTB tree
-// has the same classes.
+// has the same classes; other packets (ARP) pass unshaped.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -177,7 +177,9 @@ int lanes_ingress(struct __sk_buff *skb)
 		__builtin_memcpy(tuple.ipv6.daddr, &ip6->daddr, 16);
 		tuple_len = sizeof(tuple.ipv6);
 	} else {
-		goto out;
+		// ARP and other non-IP traffic is not shaped: it must never
+		// wait behind a bulk download.
+		return TC_ACT_OK;
 	}
 
 	struct bpf_sock *sk = 0;

@@ -407,11 +407,8 @@ func (e *Enforcer) replaceLeaf(dev netlink.Link, c Class) error {
 	var err error
 	switch c.Leaf {
 	case LeafFqCodel:
-		q := netlink.NewFqCodel(attrs)
-		q.Target = uint32(c.Target / time.Microsecond)
-		q.Limit = c.Limit
 		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: fq_codel target %s", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Target)
-		err = e.h.QdiscReplace(q)
+		err = e.replaceFqCodel(attrs, c.Target, c.Limit)
 	case LeafBfifo:
 		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: bfifo limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
 		err = e.replaceBfifo(attrs, c.Limit)

@@ -37,7 +37,8 @@ const MTU = 1514
 // minRate is the smallest guaranteed rate a class gets, in bits/s.
 const minRate = 8000
 
-// Default leaf target delays.
+// Default leaf target delays: interactive lanes and every fq_codel leaf
+// get the short one.
 const (
 	defaultTarget            = 20 * time.Millisecond
 	defaultInteractiveTarget = 5 * time.Millisecond
@@ -179,8 +180,11 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 			return Plan{}, fmt.Errorf("%w: lane %s: rate %s exceeds its ceiling %s", ErrBadPlan, name, lane.FormatRate(c.Rate), lane.FormatRate(c.Ceil))
 		}
 		if c.Target == 0 {
+			// A FIFO's target is its length: short for interactive, a
+			// few packets' worth at the ceiling for the others. CoDel's
+			// target is a standing-queue bound: its usual 5 ms everywhere.
 			c.Target = defaultTarget
-			if name == lane.Interactive {
+			if name == lane.Interactive || leaf == LeafFqCodel {
 				c.Target = defaultInteractiveTarget
 			}
 		}

@@ -169,6 +169,10 @@ func TestIdleYieldsToInteractive(t *testing.T) {
 	if err := e.JoinThreads(cb.pid(), bgSettings); err != nil {
 		t.Fatal(err)
 	}
+	// Pin after the move: joining a group with a cpuset (cgroup v2 with
+	// cpuset enabled) resets a task's affinity to the group's CPUs.
+	pin(t, ci.pid(), cpu)
+	pin(t, cb.pid(), cpu)
 	time.Sleep(200 * time.Millisecond)
 	i0, b0, w0 := cpuTime(t, ci.pid()), cpuTime(t, cb.pid()), time.Now()
 	time.Sleep(5 * time.Second)
@@ -278,5 +282,28 @@ func TestSchedIdleFallback(t *testing.T) {
 	procs, _ := g.Procs()
 	if !slices.Contains(procs, c.pid()) {
 		t.Errorf("Procs = %v, missing %d", procs, c.pid())
+	}
+}
+
+// pin restricts every thread of pid to one CPU and checks that it took.
+func pin(t *testing.T, pid, cpu int) {
+	t.Helper()
+	var set unix.CPUSet
+	set.Set(cpu)
+	tids, err := Threads(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range tids {
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			t.Fatalf("pin thread %d of %d to CPU %d: %v", tid, pid, cpu, err)
+		}
+		var got unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != set {
+			t.Fatalf("thread %d of %d: affinity %v after pinning to CPU %d", tid, pid, got, cpu)
+		}
 	}
 }

@@ -127,18 +127,86 @@ func (g Group) Remove() error {
 
 // AddProc moves a whole process, all its threads, into the group in every
 // hierarchy. Threads it creates later stay with it; children it forks
-// later start in the group.
+// later start in the group. The threads' CPU affinity is kept even where
+// the kernel would reset it (v2 groups with a cpuset).
 func (g Group) AddProc(pid int) error {
 	dirs := g.Dirs()
 	if len(dirs) == 0 {
 		return fmt.Errorf("move process %d: group %s has no hierarchy", pid, g.name)
+	}
+	var saved map[int]unix.CPUSet
+	if g.v2 != "" && g.HasFile(V2, "cpuset.cpus.effective") {
+		// Joining a v2 group with a cpuset resets every thread's affinity
+		// to the group's CPUs; keep what the process had (e.g. taskset).
+		saved = affinities(pid)
 	}
 	for _, d := range dirs {
 		if err := moveProc(d, pid); err != nil {
 			return err
 		}
 	}
+	if saved != nil {
+		restoreAffinities(pid, saved)
+	}
 	return nil
+}
+
+// restoreAffinities puts back the affinities saved before a move. Threads
+// created meanwhile, which the move may have reset, get the process's
+// common affinity when all saved threads shared one (a process pinned as a
+// whole, e.g. by taskset). Best effort: a thread may have exited, or the
+// group's cpuset may exclude its old CPUs (EINVAL), and then the kernel's
+// choice stands.
+func restoreAffinities(pid int, saved map[int]unix.CPUSet) {
+	var common *unix.CPUSet
+	for _, set := range saved {
+		if common == nil {
+			c := set
+			common = &c
+		} else if *common != set {
+			common = nil
+			break
+		}
+	}
+	done := map[int]bool{}
+	for pass := 0; pass < 3; pass++ {
+		fresh := 0
+		for tid := range affinities(pid) {
+			if done[tid] {
+				continue
+			}
+			done[tid] = true
+			fresh++
+			if set, ok := saved[tid]; ok {
+				_ = unix.SchedSetaffinity(tid, &set)
+			} else if common != nil {
+				_ = unix.SchedSetaffinity(tid, common)
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+}
+
+// affinities reads the CPU affinity of every thread of pid.
+func affinities(pid int) map[int]unix.CPUSet {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil
+	}
+	out := map[int]unix.CPUSet{}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var set unix.CPUSet
+		if unix.SchedGetaffinity(tid, &set) == nil {
+			out[tid] = set
+		}
+	}
+	return out
 }
 
 func moveProc(dir string, pid int) error {

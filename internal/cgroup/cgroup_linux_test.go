@@ -4,11 +4,14 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
@@ -199,12 +202,25 @@ func TestMultiThreadedMovesWhole(t *testing.T) {
 	if len(tasks) < 5 {
 		t.Fatalf("child has %d threads, want >= 5", len(tasks))
 	}
+	// Pin every thread to the last CPU: the move must keep that.
+	var pinned unix.CPUSet
+	pinned.Set(runtime.NumCPU() - 1)
+	for tid := range affinities(c.pid()) {
+		if err := unix.SchedSetaffinity(tid, &pinned); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := g.AddProc(c.pid()); err != nil {
 		t.Fatal(err)
 	}
 	tasks, err = os.ReadDir("/proc/" + strconv.Itoa(c.pid()) + "/task")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for tid, set := range affinities(c.pid()) {
+		if set != pinned {
+			t.Errorf("thread %d: affinity %v after the move, want %v as before", tid, set, pinned)
+		}
 	}
 	for _, task := range tasks {
 		p := "/proc/" + strconv.Itoa(c.pid()) + "/task/" + task.Name()

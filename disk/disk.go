@@ -2,6 +2,7 @@ package disk
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -136,3 +137,48 @@ func sameWeight(cur, want string) bool {
 
 // Mechanism says which backend is in use and why, for `lanes doctor`.
 func (e *Enforcer) Mechanism() features.Mechanism { return e.mech }
+
+// activeScheduler picks the bracketed entry of a queue/scheduler file,
+// e.g. "none [mq-deadline] kyber bfq" -> "mq-deadline".
+func activeScheduler(text string) string {
+	for _, f := range strings.Fields(text) {
+		if len(f) > 2 && f[0] == '[' && f[len(f)-1] == ']' {
+			return f[1 : len(f)-1]
+		}
+	}
+	return ""
+}
+
+// describeSchedulers says which devices honour ioprio classes (bfq,
+// mq-deadline) and BFQ weights (bfq), e.g. "ioprio classes act on vda
+// (mq-deadline); bfq weights on no device".
+func describeSchedulers(scheds map[string]string) string {
+	var prio, bfq, ignore []string
+	devs := make([]string, 0, len(scheds))
+	for d := range scheds {
+		devs = append(devs, d)
+	}
+	sort.Strings(devs)
+	for _, d := range devs {
+		switch s := scheds[d]; s {
+		case "bfq":
+			bfq = append(bfq, d)
+			prio = append(prio, d+" (bfq)")
+		case "mq-deadline":
+			prio = append(prio, d+" (mq-deadline)")
+		default:
+			ignore = append(ignore, d+" ("+s+")")
+		}
+	}
+	list := func(xs []string) string {
+		if len(xs) == 0 {
+			return "no device"
+		}
+		return strings.Join(xs, ", ")
+	}
+	out := "ioprio classes act on " + list(prio) + "; bfq weights on " + list(bfq)
+	if len(ignore) > 0 {
+		out += "; ignored by " + list(ignore)
+	}
+	return out
+}

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -141,6 +144,62 @@ func threads(pid int) ([]int, error) {
 	return tids, nil
 }
 
+// Schedulers returns the active I/O scheduler of each block device
+// (/sys/block/DEV/queue/scheduler, the bracketed one), leaving out loop,
+// ram and zram devices, which do not schedule.
+func Schedulers() (map[string]string, error) {
+	ents, err := os.ReadDir("/sys/block")
+	if err != nil {
+		return nil, fmt.Errorf("list block devices: %w", err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "ram") || strings.HasPrefix(name, "zram") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/sys/block", name, "queue", "scheduler"))
+		if err != nil {
+			continue // no request queue
+		}
+		if sched := activeScheduler(string(b)); sched != "" {
+			out[name] = sched
+		}
+	}
+	return out, nil
+}
+
+// schedulerNote says which devices honour ioprio classes and which
+// honour BFQ weights, for the doctor's reason.
+func schedulerNote() string {
+	scheds, err := Schedulers()
+	if err != nil {
+		return err.Error()
+	}
+	return describeSchedulers(scheds)
+}
+
+// iocostNote says whether io.weight takes effect: it needs the iocost
+// controller enabled for a device (a line with enable=1 in the root's
+// io.cost.qos).
+func iocostNote(v2root string) string {
+	b, err := os.ReadFile(filepath.Join(v2root, "io.cost.qos"))
+	if err != nil {
+		return "io.weight inert: no io.cost.qos (CONFIG_BLK_CGROUP_IOCOST)"
+	}
+	var on []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && slices.Contains(f[1:], "enable=1") {
+			on = append(on, f[0])
+		}
+	}
+	if len(on) == 0 {
+		return "io.weight inert until iocost is enabled in io.cost.qos"
+	}
+	return "iocost enabled on " + strings.Join(on, ", ")
+}
+
 // New probes the host and returns an enforcer for hierarchy h.
 func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 	if logf == nil {
@@ -171,7 +230,11 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 		}
 		e.backend = weightBFQ
 		e.mech.Backend = "cgroup v1 blkio.bfq.weight (devices scheduled by BFQ) + ioprio per thread"
-		e.mech.Reason = "blkio controller bound to cgroup v1 at " + h.BlkioRoot + "; weights act only on devices using the bfq scheduler, ioprio on bfq and mq-deadline"
+		e.mech.Reason = "blkio controller bound to cgroup v1 at " + h.BlkioRoot
 	}
+	if e.backend == weightV2 {
+		e.mech.Reason += "; " + iocostNote(h.V2Root)
+	}
+	e.mech.Reason += "; " + schedulerNote()
 	return e, nil
 }

@@ -86,3 +86,25 @@ func TestSameWeight(t *testing.T) {
 		}
 	}
 }
+
+func TestSchedulerText(t *testing.T) {
+	tests := []struct{ text, want string }{
+		{"none [mq-deadline] kyber bfq\n", "mq-deadline"},
+		{"[none] mq-deadline kyber bfq", "none"},
+		{"mq-deadline kyber [bfq]", "bfq"},
+		{"none", ""},
+	}
+	for _, tt := range tests {
+		if got := activeScheduler(tt.text); got != tt.want {
+			t.Errorf("activeScheduler(%q) = %q, want %q", tt.text, got, tt.want)
+		}
+	}
+	got := describeSchedulers(map[string]string{"vda": "mq-deadline", "sdb": "bfq", "nvme0n1": "none"})
+	want := "ioprio classes act on sdb (bfq), vda (mq-deadline); bfq weights on sdb; ignored by nvme0n1 (none)"
+	if got != want {
+		t.Errorf("describeSchedulers = %q\nwant %q", got, want)
+	}
+	if got := describeSchedulers(nil); got != "ioprio classes act on no device; bfq weights on no device" {
+		t.Errorf("describeSchedulers(nil) = %q", got)
+	}
+}

@@ -71,12 +71,22 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			chosen = append(chosen, p)
 		}
 	}
-	bins, failed, err := BuildTests(ctx, root, chosen, filepath.Join(cacheDir, "work", "bin"))
+	if err := os.MkdirAll(filepath.Join(cacheDir, "work"), 0o755); err != nil {
+		logf("cache: %v", err)
+		return 1
+	}
+	binDir, err := os.MkdirTemp(filepath.Join(cacheDir, "work"), "bin-")
+	if err != nil {
+		logf("cache: %v", err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	bins, failed, err := BuildTests(ctx, root, chosen, binDir)
 	if err != nil {
 		logf("%v", err)
 		return 1
 	}
-	lanes, err := BuildLanes(ctx, root, filepath.Join(cacheDir, "work", "bin"))
+	lanes, err := BuildLanes(ctx, root, binDir)
 	if err != nil {
 		logf("lanes doctor skipped: %v", err)
 	}

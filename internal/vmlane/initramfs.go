@@ -27,13 +27,16 @@ var DefaultModules = []string{
 	"cls_u32", "cls_bpf", "cls_fw", "cls_matchall",
 	"act_mirred", "act_bpf", "act_gact", "act_skbedit",
 	"ifb", "veth", "tun", "dummy", "loop", "null_blk", "bfq",
+	// vishvananda/netlink's handles open XFRM and netfilter sockets too;
+	// a user's machine autoloads these on first use.
+	"xfrm_user", "nfnetlink",
 }
 
 // DefaultTools are host programs copied into the guest with their shared
 // libraries; the optional ones only when the host has them.
 var (
 	DefaultTools  = []string{"ip", "tc"}
-	OptionalTools = []string{"bpftool", "iperf3", "ping"}
+	OptionalTools = []string{"ethtool", "iperf3", "bpftool"}
 )
 
 // Binary is a test binary built for one package.
@@ -351,10 +354,10 @@ func decompressModule(ctx context.Context, src, dst string) error {
 	if err != nil {
 		return fmt.Errorf("decompress module %s: %w", src, err)
 	}
-	if err := os.WriteFile(dst+".tmp", data, 0o644); err != nil {
+	if err := keepFile(dst, data); err != nil {
 		return fmt.Errorf("module cache: %w", err)
 	}
-	return os.Rename(dst+".tmp", dst)
+	return nil
 }
 
 // moduleDepends reads the depends= entry of a module's .modinfo section.

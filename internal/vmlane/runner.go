@@ -32,6 +32,8 @@ type Options struct {
 	// the others are resolved with Resolve.
 	Resolved map[string]*Kernel
 	Logf     func(format string, args ...any)
+
+	work string // this run's own directory under Cache
 }
 
 // KernelRun is the outcome of the tests on one kernel.
@@ -64,6 +66,17 @@ func (r *KernelRun) timed(step string, start time.Time) {
 // machine is shared) and checks the results.
 func Run(ctx context.Context, o Options) []*KernelRun {
 	var runs []*KernelRun
+	// Each run has its own work directory: several runs (a developer's,
+	// a go test of this package) may share the cache at once.
+	if err := os.MkdirAll(filepath.Join(o.Cache, "work"), 0o755); err != nil {
+		return []*KernelRun{{Kernel: "all", Failures: []string{fmt.Sprintf("cache: %v", err)}}}
+	}
+	work, err := os.MkdirTemp(filepath.Join(o.Cache, "work"), "run-")
+	if err != nil {
+		return []*KernelRun{{Kernel: "all", Failures: []string{fmt.Sprintf("cache: %v", err)}}}
+	}
+	defer os.RemoveAll(work)
+	o.work = work
 	for _, name := range o.Kernels {
 		start := time.Now()
 		var r *KernelRun
@@ -87,13 +100,18 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 		r.Failures = append(r.Failures, fmt.Sprintf("unknown kernel %q (known: host, bookworm, 7x)", name))
 		return r
 	}
+	unlock, err := lockCache(o.Cache)
+	if err != nil {
+		r.Failures = append(r.Failures, err.Error())
+		return r
+	}
 	t := time.Now()
 	k, ok := o.Resolved[name]
 	if !ok {
-		var err error
 		k, err = Resolve(ctx, spec, o.Mirrors, o.Cache, o.Logf)
 		r.timed("resolve+download+unpack", t)
 		if err != nil {
+			unlock()
 			r.Failures = append(r.Failures, err.Error())
 			return r
 		}
@@ -110,19 +128,17 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	if _, err := os.Stat(vmlinux); err != nil {
 		t = time.Now()
 		if err := ExtractVmlinux(ctx, k.Vmlinuz, vmlinux); err != nil {
+			unlock()
 			r.Failures = append(r.Failures, err.Error())
 			return r
 		}
 		r.timed("extract vmlinux", t)
 	}
 	t = time.Now()
-	initrd := filepath.Join(o.Cache, "work", "initramfs-"+name+".cpio")
-	if err := os.MkdirAll(filepath.Dir(initrd), 0o755); err != nil {
-		r.Failures = append(r.Failures, err.Error())
-		return r
-	}
+	initrd := filepath.Join(o.work, "initramfs-"+name+".cpio")
 	g := Guest{Busybox: o.Busybox, Tools: o.Tools, Binaries: o.Binaries, Lanes: o.Lanes, Modules: o.Modules, TestArgs: o.TestArgs}
 	rep, size, err := BuildInitramfs(ctx, g, k, filepath.Join(o.Cache, "modules"), initrd)
+	unlock()
 	r.Modules = rep
 	r.timed("initramfs", t)
 	if err != nil {
@@ -138,7 +154,7 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	t = time.Now()
 	out, bootErr := q.Boot(ctx, vmlinux, initrd, o.Console)
 	r.timed("qemu", t)
-	if err := os.WriteFile(filepath.Join(o.Cache, "work", "console-"+name+".log"), []byte(out), 0o644); err != nil {
+	if err := keepFile(filepath.Join(o.Cache, "work", "console-"+name+".log"), []byte(out)); err != nil {
 		o.Logf("%s: keep console log: %v", name, err)
 	}
 	c := ParseConsole(out)
@@ -296,4 +312,27 @@ func (r *KernelRun) Summary() string {
 		verdict = fmt.Sprintf("FAIL (%d problems)", len(r.Failures))
 	}
 	return fmt.Sprintf("%s: %d passed, %d skipped, %d failed in %d packages", verdict, p, s, f, len(r.Packages))
+}
+
+// keepFile replaces path atomically, so that concurrent runs never leave
+// a mix of two transcripts.
+func keepFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

@@ -17,8 +17,8 @@ type LaneStats struct {
 	Drops     uint64 `json:"drops"`
 	Backlog   uint64 `json:"backlog"` // bytes queued now
 	Qlen      uint64 `json:"qlen"`    // packets queued now
-	// RateBits is the rate (bits/s) since the previous Stats call for the
-	// same interface; 0 on the first call.
+	// RateBits is the rate (bits/s) since an earlier Stats call for the
+	// same interface (see Enforcer.Stats); 0 on the first call.
 	RateBits uint64 `json:"rate_bits"`
 }
 

@@ -114,6 +114,18 @@ func TestUploadForegroundAgainstBackground(t *testing.T) {
 	t.Logf("lanes: foreground alone %.2f Mbit/s, against background %.2f Mbit/s: kept %.1f%%", mbit(alone), mbit(together), 100*kept)
 	t.Logf("lanes: interactive ping idle %v; under both bulk flows %v (p99 +%v)", idle, loaded, loaded.P99-idle.P99)
 
+	st, err := l.e.Stats(tp.srcIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Direction == Egress && s.Lane == lane.Background {
+			t.Logf("background egress counters: %+v", s)
+			if s.Packets == 0 || s.Drops == 0 {
+				t.Errorf("greedy background TCP through a %d-byte FIFO: want packets and drops counted, got %+v", mustClass(t, l.plan, lane.Background).Limit, s)
+			}
+		}
+	}
 	if err := l.e.Remove(tp.srcIf); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
@@ -221,5 +233,49 @@ func TestMovedSocketFollows(t *testing.T) {
 	t.Logf("after the move: background +%d bytes, normal +%d bytes", bg, nm)
 	if bg < 1<<20 || nm > bg/20 {
 		t.Errorf("moved flow not counted in its new lane: background +%d bytes, normal +%d bytes", bg, nm)
+	}
+}
+
+func mustClass(t *testing.T, p Plan, name string) Class {
+	t.Helper()
+	c, ok := p.Class(name)
+	if !ok {
+		t.Fatalf("plan has no lane %s", name)
+	}
+	return c
+}
+
+// TestStatsRate: the rate of a lane's class follows its traffic.
+func TestStatsRate(t *testing.T) {
+	testutil.RequireRoot(t)
+	tp := newTopo(t, true)
+	l := setupLanes(t, tp)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f := startFlow(t, ctx, tp, l.cg["capped"], 5271, 5, false)
+	time.Sleep(2 * time.Second)
+	if _, err := l.e.Stats(tp.srcIf); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	st, err := l.e.Stats(tp.srcIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t)
+	for _, s := range st {
+		if s.Direction != Egress {
+			continue
+		}
+		switch s.Lane {
+		case "capped":
+			if s.RateBits < 4.5e6 || s.RateBits > 5.5e6 {
+				t.Errorf("capped lane's rate now %d bit/s, want about 5 Mbit/s", s.RateBits)
+			}
+		case lane.Background:
+			if s.RateBits != 0 {
+				t.Errorf("idle background lane's rate now %d bit/s, want 0", s.RateBits)
+			}
+		}
 	}
 }

@@ -7,8 +7,12 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
+// rateWindow is the shortest interval a stored counter sample is kept for.
+const rateWindow = time.Second
+
 // Stats returns each lane's counters on iface: egress, and ingress when the
-// plan shapes downloads. RateBits is measured between two Stats calls.
+// plan shapes downloads. RateBits is the rate since a sample taken by an
+// earlier call (the newest one at least rateWindow old, or the only one).
 func (e *Enforcer) Stats(iface string) ([]LaneStats, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -47,10 +51,16 @@ func (e *Enforcer) Stats(iface string) ([]LaneStats, error) {
 				}
 			}
 			k := statKey{d.dir, c.ClassID}
-			if prev, ok := st.last[k]; ok && now.After(prev.at) && ls.Bytes >= prev.bytes {
+			prev, ok := st.last[k]
+			if ok && now.After(prev.at) && ls.Bytes >= prev.bytes {
 				ls.RateBits = uint64(float64(ls.Bytes-prev.bytes) * 8 / now.Sub(prev.at).Seconds())
 			}
-			st.last[k] = sample{ls.Bytes, now}
+			// Several callers (API, metrics) share the samples: keep each
+			// for rateWindow so that rates are never measured over a few
+			// milliseconds.
+			if !ok || now.Sub(prev.at) >= rateWindow || ls.Bytes < prev.bytes {
+				st.last[k] = sample{ls.Bytes, now}
+			}
 			out = append(out, ls)
 		}
 	}

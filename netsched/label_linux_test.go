@@ -163,4 +163,3 @@ func lanePackets(t *testing.T, l *lanesOn, iface string) map[string]uint64 {
 	}
 	return m
 }
-

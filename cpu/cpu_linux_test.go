@@ -307,3 +307,36 @@ func pin(t *testing.T, pid, cpu int) {
 		}
 	}
 }
+
+// BenchmarkApplyUnchanged is the cost of an Apply that finds every file
+// already right (the daemon's periodic re-apply).
+func BenchmarkApplyUnchanged(b *testing.B) {
+	testutil.RequireRoot(b)
+	h, err := cgroup.Detect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := New(h, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := h.Group(testutil.UniqueName("lanes-b"))
+	if _, err := g.Create(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := g.Remove(); err != nil {
+			b.Error(err)
+		}
+	})
+	s := lane.CPU{Weight: 1000, CapPercent: 50}
+	if err := e.Apply(g, s); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := e.Apply(g, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

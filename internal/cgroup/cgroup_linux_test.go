@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"reflect"
 	"runtime"
 	"slices"
@@ -277,6 +278,42 @@ func TestAddTree(t *testing.T) {
 	for _, p := range []int{c.pid(), grandchild} {
 		if !inGroup(t, h, g, "/proc/"+strconv.Itoa(p)) {
 			t.Errorf("process %d is not in %s after AddTree", p, g.Name())
+		}
+	}
+}
+
+// BenchmarkAddProc moves one sleeping process back and forth between two
+// groups: the cost of one AddProc (every hierarchy).
+func BenchmarkAddProc(b *testing.B) {
+	testutil.RequireRoot(b)
+	h, err := Detect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var gs [2]Group
+	for i := range gs {
+		gs[i] = h.Group(testutil.UniqueName("lanes-b"))
+		if _, err := gs[i].Create(); err != nil {
+			b.Fatal(err)
+		}
+		g := gs[i]
+		b.Cleanup(func() {
+			deadline := time.Now().Add(5 * time.Second)
+			for g.Remove() != nil && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=threads 4 60s")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := gs[i%2].AddProc(cmd.Process.Pid); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -222,11 +222,17 @@ func TestCapHoldsHostShare(t *testing.T) {
 	usage := float64(u1-u0) / (float64(wall) * float64(ncpu))
 	t.Logf("cap 20%% of %d CPUs over %v: process %v = %.2f%% of host; group Usage %v = %.2f%%",
 		ncpu, wall.Round(time.Millisecond), p1-p0, 100*host, u1-u0, 100*usage)
-	if host < 0.17 || host > 0.23 {
-		t.Errorf("capped loop used %.2f%% of the host, want 20%% ± 3%%", 100*host)
-	}
 	if d := usage - host; d < -0.02 || d > 0.02 {
 		t.Errorf("Usage says %.2f%% of the host, /proc says %.2f%%", 100*usage, 100*host)
+	}
+	// The cap is a ceiling: it holds even under emulation.
+	if host > 0.23 {
+		t.Errorf("capped loop used %.2f%% of the host, want at most 20%% + 3%%", 100*host)
+	}
+	// Reaching it needs the CPU time an emulated guest may not get.
+	testutil.RequireTiming(t)
+	if host < 0.17 {
+		t.Errorf("capped loop used %.2f%% of the host, want 20%% ± 3%%", 100*host)
 	}
 }
 

@@ -42,6 +42,14 @@ func Sweep(logf func(string, ...any)) error {
 		}
 		logf("sweep: removing namespace %s (run %d is gone)", e.Name(), pid)
 		if err := removeNS(e.Name(), logf); err != nil {
+			if errors.Is(err, syscall.EBUSY) {
+				// The namespace was bound before /run/netns itself became
+				// a mount point (iproute2 makes it one): its mount is
+				// hidden under that one and cannot be reached by path.
+				// It holds no process any more; a reboot clears it.
+				logf("sweep: %v (hidden under a later mount of %s; left in place)", err, netnsDir)
+				continue
+			}
 			errs = append(errs, err)
 		}
 	}

@@ -341,10 +341,12 @@ func Do(ns string, fn func() error) error {
 	return ferr
 }
 
-// Command returns a command that runs name with args in namespace ns
-// (through `ip netns exec`).
+// Command returns a command that runs name with args in namespace ns.
+// It enters only the network namespace (nsenter --net): unlike `ip netns
+// exec`, which remounts /sys, the command sees the host's cgroup mounts,
+// so that lanes can put it in a lane.
 func Command(ctx context.Context, ns, name string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, name}, args...)...)
+	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + filepath.Join(netnsDir, ns), "--", name}, args...)...)
 }
 
 // Namespaces lists every namespace of the topology, ends first.
@@ -407,7 +409,12 @@ func removeNS(name string, logf func(string, ...any)) error {
 			return fmt.Errorf("kill process %d in namespace %s: %w", pid, name, err)
 		}
 	}
-	if err := vnetns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// A file left by a half-finished creation or deletion is not a mount
+	// point any more: unmount what is mounted, then remove the file.
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount namespace %s: %w", name, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete namespace %s: %w", name, err)
 	}
 	return nil

@@ -42,6 +42,10 @@ type Spec struct {
 	Think       time.Duration
 	ThinkExp    bool     // exponential think times with mean Think
 	Args        []string // fio / stress-ng arguments
+	// Warmup is the first part of the run left out of the throughput
+	// (iperf3): a background flow started early is measured over the same
+	// window as the others.
+	Warmup time.Duration
 }
 
 // Validate checks a spec.

@@ -42,9 +42,37 @@ func seconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
 }
 
+type iperfIntervals []struct {
+	Sum struct {
+		Start float64 `json:"start"`
+		End   float64 `json:"end"`
+		Bytes float64 `json:"bytes"`
+	} `json:"sum"`
+}
+
+// rate is the throughput of the intervals that start at or after skip.
+func (iv iperfIntervals) rate(skip time.Duration) (float64, bool) {
+	var bytes, secs float64
+	for _, i := range iv {
+		if i.Sum.Start+0.01 < skip.Seconds() {
+			continue
+		}
+		bytes += i.Sum.Bytes
+		secs += i.Sum.End - i.Sum.Start
+	}
+	if secs < 0.5 {
+		return 0, false
+	}
+	return bytes * 8 / secs, true
+}
+
 type iperfJSON struct {
-	Error string `json:"error"`
-	End   struct {
+	Error        string         `json:"error"`
+	Intervals    iperfIntervals `json:"intervals"`
+	ServerOutput *struct {
+		Intervals iperfIntervals `json:"intervals"`
+	} `json:"server_output_json"`
+	End struct {
 		SumReceived *struct {
 			BitsPerSecond float64 `json:"bits_per_second"`
 			LostPercent   float64 `json:"lost_percent"`
@@ -63,12 +91,13 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 		return Result{}, err
 	}
 	port := strconv.Itoa(env.port(s))
-	stop, err := server(ctx, srvNS, "iperf3", "-s", "-1", "-B", srvAddr.String(), "-p", port)
+	// -J on the server too, so that --get-server-output returns JSON.
+	stop, err := server(ctx, srvNS, "iperf3", "-s", "-1", "-J", "-B", srvAddr.String(), "-p", port)
 	if err != nil {
 		return Result{}, err
 	}
 	defer stop()
-	argv := []string{"iperf3", "-J", "-c", srvAddr.String(), "-p", port, "-t", seconds(dur)}
+	argv := []string{"iperf3", "-J", "--get-server-output", "-c", srvAddr.String(), "-p", port, "-t", seconds(dur)}
 	if s.CC != "" && s.Protocol != "udp" {
 		argv = append(argv, "-C", s.CC)
 	}
@@ -105,7 +134,21 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 		return Result{}, fmt.Errorf("parse iperf3 output: %w", err)
 	}
 	r := Result{}
+	// Throughput at the receiver, per second: the server's intervals for
+	// an upload, the client's for a download (-R).
+	recv := res.Intervals
+	if s.Direction != "down" {
+		recv = nil
+		if res.ServerOutput != nil {
+			recv = res.ServerOutput.Intervals
+		}
+	}
+	bps, ok := recv.rate(s.Warmup)
 	switch {
+	case ok:
+		r.Throughput = bps
+	case s.Warmup > 0:
+		return Result{}, errors.New("iperf3 output has no receiver intervals to leave the warmup out")
 	case res.End.SumReceived != nil && res.End.SumReceived.BitsPerSecond > 0:
 		r.Throughput = res.End.SumReceived.BitsPerSecond
 	case res.End.Sum != nil:
@@ -140,7 +183,7 @@ func runIRTT(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, e
 		length = 64
 	}
 	argv := []string{"irtt", "client", "-Q", "-o", "-", "-i", iv.String(), "-d", dur.String(),
-		"-l", strconv.Itoa(length), "--wait=1s", "--timeouts=200ms,500ms,1s,2s", addr}
+		"-l", strconv.Itoa(length), "--wait=2s", "--timeouts=1s,2s,3s", addr}
 	var out []byte
 	for attempt := 0; ; attempt++ {
 		time.Sleep(200 * time.Millisecond)

@@ -1,0 +1,370 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lanes-qos/lanes/testbed/linkem"
+	"github.com/lanes-qos/lanes/testbed/workload"
+)
+
+// Phases of a repeat.
+const (
+	PhaseIdle    = "idle"     // interactive workloads alone: idle-link latency
+	PhaseFgAlone = "fg-alone" // foreground alone on the plain link
+	PhaseBgAlone = "bg-alone" // background alone on the plain link
+	PhaseMixed   = "mixed"    // everything at once, under an arm
+)
+
+// PhaseResult is one measured phase.
+type PhaseResult struct {
+	Variant   string                     `json:"variant"`
+	Repeat    int                        `json:"repeat"`
+	Phase     string                     `json:"phase"`
+	Arm       string                     `json:"arm,omitempty"`
+	Start     time.Time                  `json:"start"`
+	Seconds   float64                    `json:"seconds"`
+	Workloads map[string]workload.Result `json:"workloads"`
+	Errors    []string                   `json:"errors,omitempty"`
+	Link      linkem.Report              `json:"link"` // the emulator's own account
+}
+
+// Stat summarises one metric over repeats.
+type Stat struct {
+	N    int     `json:"n"`
+	Mean float64 `json:"mean"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+}
+
+func (s *Stat) add(v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	if s.N == 0 || v < s.Min {
+		s.Min = v
+	}
+	if s.N == 0 || v > s.Max {
+		s.Max = v
+	}
+	s.Mean = (s.Mean*float64(s.N) + v) / float64(s.N+1)
+	s.N++
+}
+
+// ArmSummary holds an arm's ratios over the repeats of one variant.
+type ArmSummary struct {
+	Variant string `json:"variant"`
+	Arm     string `json:"arm"`
+	// FgKept is foreground throughput in the mixed phase over foreground
+	// alone on the plain link.
+	FgKept Stat `json:"fg_kept"`
+	// BgShare is background throughput over the capacity foreground left
+	// (capacity: the larger of fg alone and bg alone).
+	BgShare Stat `json:"bg_share_of_leftover"`
+	FgMbps  Stat `json:"fg_mbps"`
+	BgMbps  Stat `json:"bg_mbps"`
+	// Interactive latency in the mixed phase (ms) and over the idle link's.
+	P50ms      Stat     `json:"interactive_p50_ms"`
+	P99ms      Stat     `json:"interactive_p99_ms"`
+	P50vsIdle  Stat     `json:"interactive_p50_vs_idle"`
+	P99vsIdle  Stat     `json:"interactive_p99_vs_idle"`
+	Errors     []string `json:"errors,omitempty"`
+	LatenessUs Stat     `json:"emulator_lateness_p99_us"`
+}
+
+// Reference holds the plain-link measurements of a variant.
+type Reference struct {
+	Variant   string `json:"variant"`
+	FgMbps    Stat   `json:"fg_alone_mbps"`
+	BgMbps    Stat   `json:"bg_alone_mbps"`
+	IdleP50ms Stat   `json:"idle_p50_ms"`
+	IdleP99ms Stat   `json:"idle_p99_ms"`
+}
+
+// Results is everything a run produced.
+type Results struct {
+	Scenario    string        `json:"scenario"`
+	Description string        `json:"description"`
+	File        string        `json:"file"`
+	Started     time.Time     `json:"started"`
+	Finished    time.Time     `json:"finished"`
+	Repeats     int           `json:"repeats"`
+	PhaseLength time.Duration `json:"phase_length_ns"`
+	Host        Host          `json:"host"`
+	Links       []string      `json:"links"`
+	Reference   []Reference   `json:"reference"`
+	Summary     []ArmSummary  `json:"summary"`
+	Phases      []PhaseResult `json:"phases"`
+}
+
+// Host describes the machine a run used; other load disturbs numbers.
+type Host struct {
+	Kernel     string `json:"kernel"`
+	CPUs       int    `json:"cpus"`
+	LoadStart  string `json:"loadavg_start"`
+	LoadFinish string `json:"loadavg_finish"`
+}
+
+func sumRole(s *Scenario, p *PhaseResult, role string) (float64, bool) {
+	var sum float64
+	ok := false
+	for _, w := range s.Workloads {
+		if w.Role != role {
+			continue
+		}
+		r, found := p.Workloads[w.Spec.Name]
+		if !found {
+			return 0, false
+		}
+		sum += r.Throughput
+		ok = true
+	}
+	return sum, ok
+}
+
+// interactive returns the first interactive workload's latency.
+func interactive(s *Scenario, p *PhaseResult) (p50, p99 float64, ok bool) {
+	for _, w := range s.Workloads {
+		if w.Role != Interactive {
+			continue
+		}
+		r, found := p.Workloads[w.Spec.Name]
+		if !found || r.LatencyP50 == 0 {
+			return 0, 0, false
+		}
+		return float64(r.LatencyP50) / 1e6, float64(r.LatencyP99) / 1e6, true
+	}
+	return 0, 0, false
+}
+
+// Summarize computes the references and the arms' ratios from the phases.
+func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
+	type key struct {
+		variant string
+		repeat  int
+		phase   string
+	}
+	ref := map[key]*PhaseResult{}
+	for i := range phases {
+		p := &phases[i]
+		if p.Phase != PhaseMixed {
+			ref[key{p.Variant, p.Repeat, p.Phase}] = p
+		}
+	}
+	var refs []Reference
+	var sums []ArmSummary
+	for _, v := range s.VariantNames() {
+		rf := Reference{Variant: v}
+		for i := range phases {
+			p := &phases[i]
+			if p.Variant != v {
+				continue
+			}
+			switch p.Phase {
+			case PhaseFgAlone:
+				if x, ok := sumRole(s, p, Foreground); ok {
+					rf.FgMbps.add(x / 1e6)
+				}
+			case PhaseBgAlone:
+				if x, ok := sumRole(s, p, Background); ok {
+					rf.BgMbps.add(x / 1e6)
+				}
+			case PhaseIdle:
+				if a, b, ok := interactive(s, p); ok {
+					rf.IdleP50ms.add(a)
+					rf.IdleP99ms.add(b)
+				}
+			}
+		}
+		refs = append(refs, rf)
+		for _, arm := range s.Arms {
+			as := ArmSummary{Variant: v, Arm: arm.Name}
+			for i := range phases {
+				p := &phases[i]
+				if p.Variant != v || p.Phase != PhaseMixed || p.Arm != arm.Name {
+					continue
+				}
+				as.Errors = append(as.Errors, p.Errors...)
+				as.LatenessUs.add(float64(max(p.Link.Up.Lateness.P99, p.Link.Down.Lateness.P99)) / 1e3)
+				fg, fgOK := sumRole(s, p, Foreground)
+				bg, bgOK := sumRole(s, p, Background)
+				if fgOK {
+					as.FgMbps.add(fg / 1e6)
+				}
+				if bgOK {
+					as.BgMbps.add(bg / 1e6)
+				}
+				fa := ref[key{v, p.Repeat, PhaseFgAlone}]
+				ba := ref[key{v, p.Repeat, PhaseBgAlone}]
+				var fgAlone, bgAlone float64
+				if fa != nil {
+					fgAlone, _ = sumRole(s, fa, Foreground)
+				}
+				if ba != nil {
+					bgAlone, _ = sumRole(s, ba, Background)
+				}
+				if fgOK && fgAlone > 0 {
+					as.FgKept.add(fg / fgAlone)
+				}
+				if capacity := max(fgAlone, bgAlone); bgOK && capacity > 0 {
+					left := capacity
+					if fgOK {
+						left -= fg
+					}
+					if left > 0.02*capacity {
+						as.BgShare.add(bg / left)
+					}
+				}
+				if a, b, ok := interactive(s, p); ok {
+					as.P50ms.add(a)
+					as.P99ms.add(b)
+					if idle := ref[key{v, p.Repeat, PhaseIdle}]; idle != nil {
+						if ia, ib, ok := interactive(s, idle); ok && ia > 0 && ib > 0 {
+							as.P50vsIdle.add(a / ia)
+							as.P99vsIdle.add(b / ib)
+						}
+					}
+				}
+			}
+			sums = append(sums, as)
+		}
+	}
+	return refs, sums
+}
+
+// Write writes <dir>/<scenario>.json, .md and .svg.
+func (r *Results) Write(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("write results: %w", err)
+	}
+	base := filepath.Join(dir, r.Scenario)
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode results: %w", err)
+	}
+	files := []string{base + ".json", base + ".md", base + ".svg"}
+	var md, svg strings.Builder
+	r.Markdown(&md, filepath.Base(files[2]))
+	r.SVG(&svg)
+	for i, data := range [][]byte{append(j, '\n'), []byte(md.String()), []byte(svg.String())} {
+		if err := os.WriteFile(files[i], data, 0o644); err != nil {
+			return nil, fmt.Errorf("write results: %w", err)
+		}
+	}
+	return files, nil
+}
+
+func fmtStat(s Stat, format string) string {
+	switch {
+	case s.N == 0:
+		return "–"
+	case s.N == 1 || s.Min == s.Max:
+		return fmt.Sprintf(format, s.Mean)
+	default:
+		return fmt.Sprintf(format+" ("+format+"–"+format+")", s.Mean, s.Min, s.Max)
+	}
+}
+
+// Markdown writes the results as a markdown section; svgName, if not
+// empty, is linked as the plot.
+func (r *Results) Markdown(w io.Writer, svgName string) {
+	fmt.Fprintf(w, "### %s\n\n", r.Scenario)
+	if r.Description != "" {
+		fmt.Fprintf(w, "%s\n\n", r.Description)
+	}
+	fmt.Fprintf(w, "Run %s–%s UTC, %d repeat(s), %v per phase; kernel %s, %d CPUs, load average %s at start, %s at the end.\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04"), r.Finished.UTC().Format("15:04"), r.Repeats, r.PhaseLength,
+		r.Host.Kernel, r.Host.CPUs, r.Host.LoadStart, r.Host.LoadFinish)
+	for _, l := range r.Links {
+		fmt.Fprintf(w, "- link %s\n", l)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| variant | fg alone Mbit/s | bg alone Mbit/s | idle p50 ms | idle p99 ms |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, rf := range r.Reference {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", rf.Variant, fmtStat(rf.FgMbps, "%.2f"), fmtStat(rf.BgMbps, "%.2f"),
+			fmtStat(rf.IdleP50ms, "%.1f"), fmtStat(rf.IdleP99ms, "%.1f"))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| variant | arm | fg kept (vs fg alone) | bg share of leftover | fg Mbit/s | bg Mbit/s | interactive p50 ms (× idle) | interactive p99 ms (× idle) | emulator lateness p99 µs |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, a := range r.Summary {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) | %s |\n", a.Variant, a.Arm,
+			fmtStat(a.FgKept, "%.2f"), fmtStat(a.BgShare, "%.2f"), fmtStat(a.FgMbps, "%.2f"), fmtStat(a.BgMbps, "%.2f"),
+			fmtStat(a.P50ms, "%.1f"), fmtStat(a.P50vsIdle, "%.1f"), fmtStat(a.P99ms, "%.1f"), fmtStat(a.P99vsIdle, "%.1f"),
+			fmtStat(a.LatenessUs, "%.0f"))
+	}
+	for _, a := range r.Summary {
+		for _, e := range uniq(a.Errors) {
+			fmt.Fprintf(w, "\n- **%s/%s failed**: %s", a.Variant, a.Arm, e)
+		}
+	}
+	fmt.Fprintln(w)
+	if svgName != "" {
+		fmt.Fprintf(w, "\n![%s](%s)\n", r.Scenario, svgName)
+	}
+}
+
+func uniq(s []string) []string {
+	sort.Strings(s)
+	var out []string
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// SVG draws the arms' foreground-kept and background-share ratios as bars
+// (mean, with a min–max whisker), one group per variant and arm, with the
+// interactive p99 written above each group.
+func (r *Results) SVG(w io.Writer) {
+	const (
+		left, top, plotH = 60.0, 40.0, 240.0
+		groupW, barW     = 130.0, 40.0
+		yMax             = 1.2
+	)
+	width := left + groupW*float64(max(1, len(r.Summary))) + 20
+	height := top + plotH + 80
+	y := func(v float64) float64 { return top + plotH*(1-math.Min(v, yMax)/yMax) }
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
+	fmt.Fprintf(w, `<text x="%.0f" y="18" font-size="14">%s: ratios per arm (mean, whisker min–max)</text>`+"\n", left, html.EscapeString(r.Scenario))
+	for _, g := range []float64{0, 0.25, 0.5, 0.75, 1, 1.2} {
+		fmt.Fprintf(w, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="%s"/>`+"\n", left, width-20, y(g), y(g), map[bool]string{true: "#888", false: "#ddd"}[g == 1])
+		fmt.Fprintf(w, `<text x="%.0f" y="%.1f" text-anchor="end">%.2f</text>`+"\n", left-6, y(g)+4, g)
+	}
+	colors := []string{"#3366cc", "#dc9633"}
+	for i, a := range r.Summary {
+		x0 := left + groupW*float64(i) + 20
+		for j, s := range []Stat{a.FgKept, a.BgShare} {
+			if s.N == 0 {
+				continue
+			}
+			x := x0 + float64(j)*(barW+5)
+			fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.1f" fill="%s"/>`+"\n", x, y(s.Mean), barW, y(0)-y(s.Mean), colors[j])
+			fmt.Fprintf(w, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black"/>`+"\n", x+barW/2, x+barW/2, y(s.Min), y(s.Max))
+			fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="white">%.2f</text>`+"\n", x+barW/2, y(0)-4, s.Mean)
+		}
+		label := a.Arm
+		if len(r.Reference) > 1 {
+			label = a.Variant + "/" + a.Arm
+		}
+		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x0+barW, y(0)+16, html.EscapeString(label))
+		if a.P99ms.N > 0 {
+			fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">p99 %.0f ms</text>`+"\n", x0+barW, top-4, a.P99ms.Mean)
+		}
+	}
+	ly := y(0) + 40
+	fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">foreground kept (vs alone)</text>`+"\n", left, ly, colors[0], left+16, ly+10)
+	fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">background share of leftover capacity</text>`+"\n", left+200, ly, colors[1], left+216, ly+10)
+	fmt.Fprintln(w, "</svg>")
+}

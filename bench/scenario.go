@@ -1,0 +1,494 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/lanes-qos/lanes/testbed/linkem"
+	"github.com/lanes-qos/lanes/testbed/workload"
+)
+
+// Roles of workloads.
+const (
+	Foreground  = "foreground"
+	Background  = "background"
+	Interactive = "interactive"
+)
+
+// Scenario is a parsed scenario file.
+type Scenario struct {
+	Name        string
+	Description string
+	Path        string // file it came from
+	Paths       int    // topology paths (1: src — rtr — dst)
+	// Duration is the length of each measured phase; Idle that of the
+	// idle-link latency phase; Lead how long background runs before the
+	// others start in a mixed phase; Settle the pause between phases.
+	Duration, Idle, Lead, Settle time.Duration
+	Repeats                      int
+	Up, Down                     LinkSpec
+	Variants                     []Variant
+	Workloads                    []Work
+	Arms                         []Arm
+	Vars                         map[string]string
+}
+
+// LinkSpec is one direction of the emulated link as written in a file.
+type LinkSpec struct {
+	Rate         string      `toml:"rate"`
+	Delay        string      `toml:"delay"`
+	QueuePackets int         `toml:"queue_packets"`
+	QueueBytes   int         `toml:"queue_bytes"`
+	Loss         float64     `toml:"loss"`
+	Trace        string      `toml:"trace"`
+	Burst        *BurstSpec  `toml:"burst"`
+	Down         [][2]string `toml:"down"`        // fixed outages [start, end)
+	DownPeriod   string      `toml:"down_period"` // repeat the outages
+	OnOff        *OnOffSpec  `toml:"onoff"`
+	Seed         uint64      `toml:"seed"`
+}
+
+// BurstSpec is Gilbert–Elliott loss.
+type BurstSpec struct {
+	P        float64 `toml:"p"`
+	R        float64 `toml:"r"`
+	LossGood float64 `toml:"loss_good"`
+	LossBad  float64 `toml:"loss_bad"`
+}
+
+// OnOffSpec is an exponential up/down schedule.
+type OnOffSpec struct {
+	MeanUp   string `toml:"mean_up"`
+	MeanDown string `toml:"mean_down"`
+}
+
+// Variant runs the whole scenario again with some link settings changed
+// (e.g. another delay).
+type Variant struct {
+	Name     string   `toml:"name"`
+	Up, Down LinkSpec // fields set here override the scenario's link
+}
+
+// Work is a workload with its role.
+type Work struct {
+	Role string
+	Spec workload.Spec
+}
+
+// Command is a command run in one of the topology's namespaces ("src",
+// "dst", "rtr" or "rtrN") through sh -c, after variable expansion.
+type Command struct {
+	NS  string `toml:"ns"`
+	Cmd string `toml:"cmd"`
+}
+
+// Arm is one way of running the scenario's mixed phase.
+type Arm struct {
+	Name        string
+	Description string
+	Setup       []Command
+	Teardown    []Command
+	// Services are started after Setup and killed before Teardown (e.g.
+	// lanesd with a config).
+	Services []Command
+	// Wrap maps a workload name to the command its client is run under
+	// (e.g. ["$LANES", "run", "-l", "background", "--"]).
+	Wrap map[string][]string
+}
+
+type fileScenario struct {
+	Name        string            `toml:"name"`
+	Description string            `toml:"description"`
+	Topology    string            `toml:"topology"`
+	Paths       int               `toml:"paths"`
+	Duration    string            `toml:"duration"`
+	Idle        string            `toml:"idle"`
+	Lead        string            `toml:"background_lead"`
+	Settle      string            `toml:"settle"`
+	Repeats     int               `toml:"repeats"`
+	Vars        map[string]string `toml:"vars"`
+	Link        struct {
+		Up   LinkSpec `toml:"up"`
+		Down LinkSpec `toml:"down"`
+	} `toml:"link"`
+	Variant  []Variant      `toml:"variant"`
+	Workload []fileWorkload `toml:"workload"`
+	Arm      []fileArm      `toml:"arm"`
+}
+
+type fileWorkload struct {
+	Name        string   `toml:"name"`
+	Role        string   `toml:"role"`
+	Kind        string   `toml:"kind"`
+	Direction   string   `toml:"direction"`
+	Path        int      `toml:"path"`
+	Port        int      `toml:"port"`
+	CC          string   `toml:"cc"`
+	Protocol    string   `toml:"protocol"`
+	Rate        string   `toml:"rate"`
+	Streams     int      `toml:"streams"`
+	Interval    string   `toml:"interval"`
+	PacketBytes int      `toml:"packet_bytes"`
+	FPS         int      `toml:"fps"`
+	FrameBytes  int      `toml:"frame_bytes"`
+	ReqBytes    int      `toml:"request_bytes"`
+	RespBytes   int      `toml:"response_bytes"`
+	Think       string   `toml:"think"`
+	ThinkExp    bool     `toml:"think_exponential"`
+	Args        []string `toml:"args"`
+}
+
+type fileArm struct {
+	Name        string              `toml:"name"`
+	Description string              `toml:"description"`
+	Setup       []Command           `toml:"setup"`
+	Teardown    []Command           `toml:"teardown"`
+	Services    []Command           `toml:"services"`
+	Wrap        map[string][]string `toml:"wrap"`
+}
+
+// Load reads and validates a scenario file.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load scenario: %w", err)
+	}
+	s, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func dur(field, s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s %q: want a duration such as 15s", field, s)
+	}
+	return d, nil
+}
+
+// Parse parses a scenario; path names it in errors and anchors relative
+// trace paths.
+func Parse(path string, data []byte) (*Scenario, error) {
+	var f fileScenario
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		var se *toml.StrictMissingError
+		if errors.As(err, &se) && len(se.Errors) > 0 {
+			var msgs []string
+			for _, e := range se.Errors {
+				row, _ := e.Position()
+				msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %s", path, row, strings.Join(e.Key(), ".")))
+			}
+			return nil, fmt.Errorf("scenario %s", strings.Join(msgs, "; "))
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return nil, fmt.Errorf("scenario %s:%d:%d: %s", path, row, col, de.Error())
+		}
+		return nil, fmt.Errorf("scenario %s: %w", path, err)
+	}
+	s, err := f.scenario(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", path, err)
+	}
+	return s, nil
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+
+func (f *fileScenario) scenario(path string) (*Scenario, error) {
+	s := &Scenario{Name: f.Name, Description: f.Description, Path: path, Paths: 1,
+		Repeats: f.Repeats, Up: f.Link.Up, Down: f.Link.Down, Variants: f.Variant, Vars: f.Vars}
+	if s.Name == "" {
+		s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	switch f.Topology {
+	case "", "line":
+	case "two-path":
+		s.Paths = 2
+	default:
+		return nil, fmt.Errorf("topology %q: want line or two-path", f.Topology)
+	}
+	if f.Paths > 0 {
+		s.Paths = f.Paths
+	}
+	var err error
+	if s.Duration, err = dur("duration", f.Duration, 15*time.Second); err != nil {
+		return nil, err
+	}
+	if s.Idle, err = dur("idle", f.Idle, 3*time.Second); err != nil {
+		return nil, err
+	}
+	if s.Lead, err = dur("background_lead", f.Lead, 2*time.Second); err != nil {
+		return nil, err
+	}
+	if s.Settle, err = dur("settle", f.Settle, time.Second); err != nil {
+		return nil, err
+	}
+	if s.Repeats <= 0 {
+		s.Repeats = 1
+	}
+	names := map[string]bool{}
+	for i, w := range f.Workload {
+		spec := workload.Spec{Name: w.Name, Kind: w.Kind, Direction: w.Direction, Path: w.Path, Port: w.Port,
+			CC: w.CC, Protocol: w.Protocol, Streams: w.Streams, PacketBytes: w.PacketBytes, FPS: w.FPS,
+			FrameBytes: w.FrameBytes, ReqBytes: w.ReqBytes, RespBytes: w.RespBytes, ThinkExp: w.ThinkExp, Args: w.Args}
+		if !nameRE.MatchString(w.Name) || names[w.Name] {
+			return nil, fmt.Errorf("workload %d: name %q: want a unique name of letters, digits, - and _", i+1, w.Name)
+		}
+		names[w.Name] = true
+		switch w.Role {
+		case Foreground, Background, Interactive:
+		default:
+			return nil, fmt.Errorf("workload %s: role %q: want foreground, background or interactive", w.Name, w.Role)
+		}
+		if w.Rate != "" {
+			if spec.Rate, err = linkem.ParseRate(w.Rate); err != nil {
+				return nil, fmt.Errorf("workload %s: %w", w.Name, err)
+			}
+		}
+		if spec.Interval, err = dur("workload "+w.Name+" interval", w.Interval, 0); err != nil {
+			return nil, err
+		}
+		if spec.Think, err = dur("workload "+w.Name+" think", w.Think, 0); err != nil {
+			return nil, err
+		}
+		if spec.Path >= s.Paths {
+			return nil, fmt.Errorf("workload %s: path %d: the topology has %d", w.Name, spec.Path, s.Paths)
+		}
+		if err := spec.Validate(); err != nil {
+			return nil, err
+		}
+		s.Workloads = append(s.Workloads, Work{Role: w.Role, Spec: spec})
+	}
+	if len(s.Workloads) == 0 {
+		return nil, errors.New("no [[workload]]")
+	}
+	arms := map[string]bool{}
+	for i, a := range f.Arm {
+		if !nameRE.MatchString(a.Name) || arms[a.Name] {
+			return nil, fmt.Errorf("arm %d: name %q: want a unique name of letters, digits, - and _", i+1, a.Name)
+		}
+		arms[a.Name] = true
+		for w := range a.Wrap {
+			if !names[w] {
+				return nil, fmt.Errorf("arm %s: wrap names unknown workload %q", a.Name, w)
+			}
+			if len(a.Wrap[w]) == 0 {
+				return nil, fmt.Errorf("arm %s: wrap for %s is empty", a.Name, w)
+			}
+		}
+		for _, c := range append(append(append([]Command(nil), a.Setup...), a.Teardown...), a.Services...) {
+			if !validNS(c.NS, s.Paths) {
+				return nil, fmt.Errorf("arm %s: namespace %q: want src, dst, rtr or rtr0..rtr%d", a.Name, c.NS, s.Paths-1)
+			}
+		}
+		s.Arms = append(s.Arms, Arm{Name: a.Name, Description: a.Description, Setup: a.Setup,
+			Teardown: a.Teardown, Services: a.Services, Wrap: a.Wrap})
+	}
+	if len(s.Arms) == 0 {
+		return nil, errors.New("no [[arm]]")
+	}
+	for _, v := range append([]Variant{{Name: "base", Up: s.Up, Down: s.Down}}, s.Variants...) {
+		for _, dir := range []string{"up", "down"} {
+			if _, err := s.LinkConfig(v.Name, dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+func validNS(ns string, paths int) bool {
+	switch ns {
+	case "src", "dst", "rtr":
+		return true
+	}
+	for i := 0; i < paths; i++ {
+		if ns == fmt.Sprintf("rtr%d", i) {
+			return true
+		}
+	}
+	return false
+}
+
+// VariantNames lists the variants to run: "base" alone, or the file's
+// variants.
+func (s *Scenario) VariantNames() []string {
+	if len(s.Variants) == 0 {
+		return []string{"base"}
+	}
+	var n []string
+	for _, v := range s.Variants {
+		n = append(n, v.Name)
+	}
+	return n
+}
+
+// merge overlays the fields set in o onto l.
+func merge(l, o LinkSpec) LinkSpec {
+	if o.Rate != "" {
+		l.Rate, l.Trace = o.Rate, ""
+	}
+	if o.Trace != "" {
+		l.Trace, l.Rate = o.Trace, ""
+	}
+	if o.Delay != "" {
+		l.Delay = o.Delay
+	}
+	if o.QueuePackets != 0 {
+		l.QueuePackets = o.QueuePackets
+	}
+	if o.QueueBytes != 0 {
+		l.QueueBytes = o.QueueBytes
+	}
+	if o.Loss != 0 {
+		l.Loss = o.Loss
+	}
+	if o.Burst != nil {
+		l.Burst = o.Burst
+	}
+	if o.Down != nil {
+		l.Down = o.Down
+	}
+	if o.DownPeriod != "" {
+		l.DownPeriod = o.DownPeriod
+	}
+	if o.OnOff != nil {
+		l.OnOff = o.OnOff
+	}
+	if o.Seed != 0 {
+		l.Seed = o.Seed
+	}
+	return l
+}
+
+// LinkSpecFor returns the link spec of a variant and direction.
+func (s *Scenario) LinkSpecFor(variant, dir string) LinkSpec {
+	l := s.Up
+	if dir == "down" {
+		l = s.Down
+	}
+	for _, v := range s.Variants {
+		if v.Name == variant {
+			o := v.Up
+			if dir == "down" {
+				o = v.Down
+			}
+			l = merge(l, o)
+		}
+	}
+	return l
+}
+
+// TraceDirs are searched, after the scenario's own directory, for trace
+// files named without a directory.
+var TraceDirs = []string{"/work/shared/traces", "/usr/share/lanes/traces"}
+
+// LinkConfig builds the emulator configuration of a variant and
+// direction.
+func (s *Scenario) LinkConfig(variant, dir string) (linkem.Config, error) {
+	l := s.LinkSpecFor(variant, dir)
+	var c linkem.Config
+	var err error
+	where := fmt.Sprintf("link.%s (variant %s)", dir, variant)
+	if l.Rate != "" {
+		if c.Rate, err = linkem.ParseRate(l.Rate); err != nil {
+			return c, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	if l.Trace != "" {
+		if c.Trace, err = s.loadTrace(l.Trace); err != nil {
+			return c, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	if c.Delay, err = dur(where+" delay", l.Delay, 0); err != nil {
+		return c, err
+	}
+	c.QueuePackets, c.QueueBytes, c.Loss, c.Seed = l.QueuePackets, l.QueueBytes, l.Loss, l.Seed
+	if b := l.Burst; b != nil {
+		c.Burst = &linkem.GilbertElliott{P: b.P, R: b.R, LossGood: b.LossGood, LossBad: b.LossBad}
+	}
+	if len(l.Down) > 0 {
+		fs := &linkem.FixedSchedule{}
+		if fs.Period, err = dur(where+" down_period", l.DownPeriod, 0); err != nil {
+			return c, err
+		}
+		for _, iv := range l.Down {
+			a, err1 := dur(where+" down", iv[0], 0)
+			b, err2 := dur(where+" down", iv[1], 0)
+			if err := errors.Join(err1, err2); err != nil {
+				return c, err
+			}
+			if b <= a {
+				return c, fmt.Errorf("%s: outage [%s, %s) is empty", where, iv[0], iv[1])
+			}
+			fs.Down = append(fs.Down, linkem.Interval{Start: a, End: b})
+		}
+		sort.Slice(fs.Down, func(i, j int) bool { return fs.Down[i].Start < fs.Down[j].Start })
+		c.Schedule = fs
+	}
+	if o := l.OnOff; o != nil {
+		if c.Schedule != nil {
+			return c, fmt.Errorf("%s: down and onoff both set", where)
+		}
+		up, err1 := dur(where+" onoff.mean_up", o.MeanUp, 0)
+		down, err2 := dur(where+" onoff.mean_down", o.MeanDown, 0)
+		if err := errors.Join(err1, err2); err != nil {
+			return c, err
+		}
+		if up <= 0 || down <= 0 {
+			return c, fmt.Errorf("%s: onoff needs mean_up and mean_down > 0", where)
+		}
+		c.Schedule = linkem.NewExpSchedule(up, down, max(1, l.Seed))
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", where, err)
+	}
+	return c, nil
+}
+
+func (s *Scenario) loadTrace(name string) (*linkem.Trace, error) {
+	cands := []string{name}
+	if !filepath.IsAbs(name) {
+		cands = []string{filepath.Join(filepath.Dir(s.Path), name)}
+		for _, d := range TraceDirs {
+			cands = append(cands, filepath.Join(d, name))
+		}
+	}
+	var errs []error
+	for _, c := range cands {
+		t, err := linkem.LoadTrace(c)
+		if err == nil {
+			return t, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("trace %s not found in %s: %w", name, strings.Join(cands, ", "), errs[0])
+}
+
+// Arm returns the arm named name.
+func (s *Scenario) Arm(name string) (Arm, bool) {
+	for _, a := range s.Arms {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Arm{}, false
+}

@@ -8,12 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
@@ -97,11 +101,20 @@ func newTopo(t testing.TB, bottleneck bool) *topo {
 	return tp
 }
 
-// newCgroup creates a cgroup v2 directory for test processes, removed when
+// newCgroup creates a cgroup v2 directory for test processes at the top of
+// the v2 hierarchy (/sys/fs/cgroup/unified on a hybrid host), removed when
 // the test ends (its processes are killed first).
 func newCgroup(t testing.TB, prefix string) string {
 	t.Helper()
-	dir := filepath.Join("/sys/fs/cgroup/unified", testutil.UniqueName(prefix))
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := cgroup.DetectAt(string(mi))
+	if err != nil || h.V2Root == "" {
+		t.Fatalf("no cgroup v2 hierarchy to put test processes in (%v)", err)
+	}
+	dir := filepath.Join(h.V2Root, testutil.UniqueName(prefix))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatalf("create cgroup: %v", err)
 	}
@@ -125,13 +138,10 @@ func newCgroup(t testing.TB, prefix string) string {
 }
 
 // command returns cmd run in netns ns and started inside cgroup dir ("":
-// the test's own cgroup). Workload processes run SCHED_FIFO (they block on
-// their sockets, never spin) so that CPU contention on a shared test
-// machine does not show up as network latency or lost throughput: the
-// tests measure the network.
+// the test's own cgroup). Start it with startRT.
 func command(t testing.TB, ctx context.Context, ns, cgroup string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "chrt", append([]string{"-f", "10", "ip", "netns", "exec", ns}, args...)...)
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, args...)...)
 	if cgroup != "" {
 		f, err := os.Open(cgroup)
 		if err != nil {
@@ -148,26 +158,51 @@ func command(t testing.TB, ctx context.Context, ns, cgroup string, args ...strin
 func iperfServer(t testing.TB, ctx context.Context, tp *topo, port int) {
 	t.Helper()
 	cmd := command(t, ctx, tp.dst, "", "iperf3", "-s", "-1", "-B", tp.dstAddr, "-p", fmt.Sprint(port))
-	if err := cmd.Start(); err != nil {
+	if err := startRT(cmd); err != nil {
 		t.Fatalf("start iperf3 server: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitListen(t, tp.dst, "-ltnH", port)
+	waitListen(t, tp.dst, "tcp", port)
 }
 
-// waitListen waits until a socket listens on port in ns (ssFlags: -ltnH
-// for TCP, -lunH for UDP).
-func waitListen(t testing.TB, ns, ssFlags string, port int) {
+// waitListen waits until a socket is bound to port in ns (proto "tcp":
+// listening, "udp": bound). It reads /proc/net inside the namespace, so it
+// needs nothing but cat.
+func waitListen(t testing.TB, ns, proto string, port int) {
 	t.Helper()
+	want := fmt.Sprintf(":%04X ", port)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		out, err := exec.Command("ip", "netns", "exec", ns, "ss", ssFlags, fmt.Sprintf("sport = :%d", port)).Output()
-		if err == nil && len(bytes.TrimSpace(out)) > 0 {
-			return
+		out, _ := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/"+proto, "/proc/net/"+proto+"6").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 3 && strings.HasSuffix(f[1]+" ", want) && (proto == "udp" || f[3] == "0A") {
+				return
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no server on port %d in %s", port, ns)
+	t.Fatalf("no %s server on port %d in %s", proto, port, ns)
+}
+
+// startRT starts cmd with SCHED_FIFO priority 10, inherited from the
+// starting thread. Workload processes block on their sockets and never
+// spin; real-time priority keeps CPU contention on a shared test machine
+// from showing up as network latency or lost throughput: the tests measure
+// the network.
+func startRT(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}
+	if err := unix.SchedSetAttr(0, &rt, 0); err != nil {
+		return fmt.Errorf("set SCHED_FIFO: %w", err)
+	}
+	err := cmd.Start()
+	normal := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+	if rerr := unix.SchedSetAttr(0, &normal, 0); rerr != nil {
+		panic(fmt.Sprintf("restore SCHED_NORMAL on a test thread: %v", rerr)) // a locked thread must not stay real-time
+	}
+	return err
 }
 
 // flow is a running iperf3 client.
@@ -187,7 +222,7 @@ func startFlow(t testing.TB, ctx context.Context, tp *topo, cgroup string, port 
 	}
 	f := &flow{cmd: command(t, ctx, tp.src, cgroup, args...)}
 	f.cmd.Stdout = &f.out
-	if err := f.cmd.Start(); err != nil {
+	if err := startRT(f.cmd); err != nil {
 		t.Fatalf("start iperf3: %v", err)
 	}
 	t.Cleanup(func() { _ = f.cmd.Process.Kill(); _ = f.cmd.Wait() })
@@ -227,15 +262,20 @@ func (r pingResult) String() string { return fmt.Sprintf("p99 %v, %.1f%% lost", 
 func pingP99(t testing.TB, ctx context.Context, tp *topo, cgroup string, port int, d time.Duration) pingResult {
 	t.Helper()
 	srv := command(t, ctx, tp.dst, "", "irtt", "server", "-b", fmt.Sprintf("%s:%d", tp.dstAddr, port))
-	if err := srv.Start(); err != nil {
+	if err := startRT(srv); err != nil {
 		t.Fatalf("start irtt server: %v", err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	waitListen(t, tp.dst, "-lunH", port)
+	waitListen(t, tp.dst, "udp", port)
 	out := filepath.Join(t.TempDir(), "irtt.json")
 	cli := command(t, ctx, tp.src, cgroup, "irtt", "client", "-Q", "-i", "10ms", "-d", d.String(), "-o", out, fmt.Sprintf("%s:%d", tp.dstAddr, port))
-	if b, err := cli.CombinedOutput(); err != nil {
-		t.Fatalf("irtt client: %v\n%s", err, b)
+	var cliOut bytes.Buffer
+	cli.Stdout, cli.Stderr = &cliOut, &cliOut
+	if err := startRT(cli); err != nil {
+		t.Fatalf("start irtt client: %v", err)
+	}
+	if err := cli.Wait(); err != nil {
+		t.Fatalf("irtt client: %v\n%s", err, cliOut.String())
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

@@ -108,7 +108,7 @@ func TestLabelPrecedence(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout(20*time.Second))
 			defer cancel()
 			cg := ""
 			switch {

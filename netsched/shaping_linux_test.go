@@ -77,12 +77,20 @@ func (l *lanesOn) laneBytes(t *testing.T, iface, dir string) map[string]uint64 {
 
 func mbit(bps float64) float64 { return bps / 1e6 }
 
+// timeout is d, stretched under CPU emulation where everything is slower.
+func timeout(d time.Duration) time.Duration {
+	if testutil.Emulated() {
+		return 5 * d
+	}
+	return d
+}
+
 // pair runs a foreground flow alone, then foreground and background
 // together (with an interactive ping when pingCg is set), and returns the
 // foreground goodput alone and together, and the ping's p99 (0 without).
 func pair(t *testing.T, tp *topo, fgCg, bgCg, pingCg string, port int, reverse bool) (alone, together float64, ping pingResult) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*flowSecs*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(4*flowSecs*time.Second))
 	defer cancel()
 	alone = startFlow(t, ctx, tp, fgCg, port, flowSecs, reverse).wait(t)
 	bg := startFlow(t, ctx, tp, bgCg, port+1, flowSecs+1, reverse)
@@ -179,7 +187,7 @@ func TestRateAndCeil(t *testing.T) {
 	testutil.RequireTiming(t)
 	tp := newTopo(t, true)
 	l := setupLanes(t, tp)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*flowSecs*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(3*flowSecs*time.Second))
 	defer cancel()
 
 	f := startFlow(t, ctx, tp, l.cg["capped"], 5231, flowSecs+2, false)
@@ -214,10 +222,16 @@ func TestMovedSocketFollows(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newTopo(t, true)
 	l := setupLanes(t, tp)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*flowSecs*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(3*flowSecs*time.Second))
 	defer cancel()
 	f := startFlow(t, ctx, tp, l.cg[lane.Normal], 5251, 6, false)
-	time.Sleep(2 * time.Second)
+	// Move only once the data connection carries traffic in normal.
+	for start := time.Now(); l.laneBytes(t, tp.srcIf, Egress)[lane.Normal] < 1<<20; {
+		if time.Since(start) > timeout(4*time.Second) {
+			t.Fatal("the flow sent less than 1 MiB in normal in 4 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	pid := f.cmd.Process.Pid
 	// What `lanes move` does: the process joins the lane's cgroup, then
 	// its sockets follow.

@@ -239,13 +239,10 @@ func (r *runner) step(variant string, rep int, what string) {
 		el.Round(time.Second), eta, rep, variant, what)
 }
 
-// reference runs the plain-link phases of one repeat in one topology.
+// reference runs the plain-link phases of one repeat, each in a fresh
+// testbed so that every phase sees the link (a trace, a schedule) from
+// its start, as the mixed phases do.
 func (r *runner) reference(ctx context.Context, variant string, rep int) ([]PhaseResult, error) {
-	b, err := r.build(variant)
-	if err != nil {
-		return nil, fmt.Errorf("%s repeat %d: build testbed: %w", variant, rep, err)
-	}
-	defer b.close()
 	var out []PhaseResult
 	for _, ph := range []struct {
 		name string
@@ -257,7 +254,12 @@ func (r *runner) reference(ctx context.Context, variant string, rep int) ([]Phas
 			continue
 		}
 		r.step(variant, rep, fmt.Sprintf("%s (%v)", ph.name, ph.dur))
-		p := r.phase(ctx, b, variant, rep, ph.name, "", idx, nil, ph.dur, 0)
+		b, err := r.build(variant)
+		if err != nil {
+			return out, fmt.Errorf("%s repeat %d: build testbed: %w", variant, rep, err)
+		}
+		p := r.phase(ctx, b, variant, rep, ph.name, "", idx, nil, ph.dur, r.s.Lead)
+		b.close()
 		fmt.Fprintf(r.progress, "    %s\n", r.brief(&p))
 		out = append(out, p)
 		time.Sleep(r.s.Settle)
@@ -329,8 +331,10 @@ func (r *runner) mixed(ctx context.Context, variant string, rep int, a Arm) Phas
 	return p
 }
 
-// phase runs the workloads idx at once: background ones lead earlier and
-// for lead longer, so that the link is busy when the others start.
+// phase runs the workloads idx at once: background ones start at once and
+// run lead longer, the others start after lead, so that the link is busy
+// when they start. Every phase measures the same window of the link's
+// time, [lead, lead+d]: background leaves the lead out as warmup.
 func (r *runner) phase(ctx context.Context, b *bed, variant string, rep int, name, arm string, idx []int,
 	wraps map[string][]string, d, lead time.Duration) PhaseResult {
 	p := PhaseResult{Variant: variant, Repeat: rep, Phase: name, Arm: arm, Start: time.Now(), Workloads: map[string]workload.Result{}}
@@ -338,13 +342,6 @@ func (r *runner) phase(ctx context.Context, b *bed, variant string, rep int, nam
 		em.ResetLateness()
 	}
 	before := b.ems[0].Stats()
-	hasBg := false
-	for _, i := range idx {
-		hasBg = hasBg || r.s.Workloads[i].Role == Background
-	}
-	if !hasBg {
-		lead = 0
-	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	run := func(i int, d time.Duration) {

@@ -36,7 +36,7 @@ var DefaultModules = []string{
 // libraries; the optional ones only when the host has them.
 var (
 	DefaultTools  = []string{"ip", "tc"}
-	OptionalTools = []string{"ethtool", "iperf3", "bpftool"}
+	OptionalTools = []string{"ethtool", "iperf3", "bpftool", "irtt", "fio", "stress-ng", "useradd", "userdel"}
 )
 
 // Binary is a test binary built for one package.
@@ -101,6 +101,11 @@ func BuildInitramfs(ctx context.Context, g Guest, k *Kernel, scratch, out string
 	t.File("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"))
 	t.File("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))
 	t.File("etc/hosts", 0o644, []byte("127.0.0.1 localhost\n::1 localhost\n"))
+	t.File("etc/shadow", 0o640, []byte("root:*:19000:0:99999:7:::\n"))
+	t.File("etc/gshadow", 0o640, []byte("root:*::\n"))
+	if _, err := os.Stat("/etc/login.defs"); err == nil { // for useradd
+		t.Copy("etc/login.defs", 0o644, "/etc/login.defs")
+	}
 
 	rep, err := addModules(ctx, t, k, g.Modules, scratch)
 	if err != nil {

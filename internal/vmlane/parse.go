@@ -188,8 +188,10 @@ func ParseGoTest(pkg string, lines []string, exitCode int) PackageResult {
 		case "":
 			t.Outcome = Fail
 			t.Reason = fmt.Sprintf("no result: the test binary ended (exit status %d) while it ran", exitCode)
-		case Skip, Fail:
+		case Fail:
 			t.Reason = reasonOf(t.Output)
+		case Skip:
+			t.Reason = skipReasonOf(t.Output)
 		}
 	}
 	for i := range r.Tests {
@@ -221,4 +223,25 @@ func reasonOf(output []string) string {
 		}
 	}
 	return last
+}
+
+var testFileLine = regexp.MustCompile(`^\s*[\w.-]+_test\.go:\d+: `)
+
+// skipReasonOf picks the skip message among a skipped test's lines:
+// the testutil messages first, then the last line logged from a _test.go
+// file (t.Skip reports its caller), then the last line. Cleanup code
+// may log after the skip.
+func skipReasonOf(output []string) string {
+	for _, l := range output {
+		msg := strings.TrimSpace(logPrefix.ReplaceAllString(l, ""))
+		if strings.Contains(msg, missingFeaturePrefix) || strings.Contains(msg, "not made under emulation") {
+			return msg
+		}
+	}
+	for i := len(output) - 1; i >= 0; i-- {
+		if testFileLine.MatchString(output[i]) {
+			return strings.TrimSpace(logPrefix.ReplaceAllString(output[i], ""))
+		}
+	}
+	return reasonOf(output)
 }

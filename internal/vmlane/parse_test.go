@@ -89,6 +89,23 @@ panic: test timed out after 1s`,
 			},
 		},
 		{
+			name: "skip message before cleanup logs",
+			out: `=== RUN   TestS
+    s_test.go:40: timing-sensitive assertion not made under emulation
+    enforcer.go:99: netsched: tc qdisc del dev v-src root
+--- SKIP: TestS (0.10s)
+=== RUN   TestT
+    helper.go:3: setting up
+    t_test.go:9: needs a second NIC
+    cleanup.go:7: removed
+--- SKIP: TestT (0.00s)`,
+			rc: 0,
+			want: []outcome{
+				{"TestS", Skip, "timing-sensitive assertion not made under emulation"},
+				{"TestT", Skip, "needs a second NIC"},
+			},
+		},
+		{
 			name: "no tests",
 			out:  "testing: warning: no tests to run\nPASS",
 			rc:   0,

@@ -38,7 +38,12 @@ func (q QEMU) Boot(ctx context.Context, vmlinux, initrd string, echo io.Writer) 
 	defer cancel()
 	args := []string{
 		"-nodefaults", "-no-reboot", "-display", "none",
-		"-accel", "tcg,thread=multi", "-cpu", "max", "-M", "q35",
+		// thread=single: with multi-threaded TCG, a vCPU can run a stale
+		// translation of kernel text that another vCPU is patching with
+		// int3 (static keys), and the 7.x guest oopses ("Oops: int3" in
+		// get_page_from_freelist). One host thread also leaves the other
+		// core of a shared machine free.
+		"-accel", "tcg,thread=single", "-cpu", "max", "-M", "q35",
 		"-smp", strconv.Itoa(q.CPUs), "-m", strconv.Itoa(q.MemMB) + "M",
 		"-serial", "stdio",
 		"-kernel", vmlinux, "-initrd", initrd,

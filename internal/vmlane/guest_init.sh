@@ -47,6 +47,10 @@ if [ -x /usr/local/bin/lanes ]; then
 	rc=$?
 	echo
 	echo "VMLANE-DOCTOR-END rc=$rc"
+	echo "VMLANE-DOCTORJSON-BEGIN"
+	lanes doctor --json 2>/dev/null
+	echo
+	echo "VMLANE-DOCTORJSON-END rc=$?"
 fi
 echo "VMLANE-INFO mem-used-kb $(awk '/MemTotal/ {t=$2} /MemAvailable/ {a=$2} END {print t-a}' /proc/meminfo)"
 echo "VMLANE-INFO uptime-at-end $(cut -d' ' -f1 /proc/uptime)"

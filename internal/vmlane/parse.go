@@ -39,6 +39,8 @@ type Console struct {
 	Packages []PackageResult
 	Doctor   []string // output of `lanes doctor`, nil when it did not run
 	DoctorRC int
+	// DoctorJSON is the output of `lanes doctor --json`.
+	DoctorJSON string
 	// ResultRC is the guest's overall exit status from its
 	// VMLANE-RESULT line; -1 when the line never came (the guest
 	// panicked, hung or was killed).
@@ -54,6 +56,8 @@ const (
 	markDoctorBegin = "VMLANE-DOCTOR-BEGIN"
 	markDoctorEnd   = "VMLANE-DOCTOR-END "
 	markResult      = "VMLANE-RESULT "
+	markJSONBegin   = "VMLANE-DOCTORJSON-BEGIN"
+	markJSONEnd     = "VMLANE-DOCTORJSON-END "
 )
 
 var (
@@ -71,6 +75,8 @@ func ParseConsole(text string) Console {
 		inPkg     bool
 		inDoctor  bool
 		doctorOut []string
+		inJSON    bool
+		jsonOut   []string
 	)
 	for _, raw := range strings.Split(text, "\n") {
 		line := strings.TrimRight(raw, "\r")
@@ -92,6 +98,12 @@ func ParseConsole(text string) Console {
 			inDoctor, doctorOut = true, []string{}
 		case markerIn(line, markDoctorEnd) != "" && inDoctor:
 			c.Doctor, c.DoctorRC, inDoctor = doctorOut, rcOf(markerIn(line, markDoctorEnd)), false
+		case strings.Contains(line, markJSONBegin):
+			inJSON = true
+		case markerIn(line, markJSONEnd) != "" && inJSON:
+			c.DoctorJSON, inJSON = strings.Join(jsonOut, "\n"), false
+		case inJSON:
+			jsonOut = append(jsonOut, line)
 		case markerIn(line, markResult) != "":
 			c.ResultRC = rcOf(markerIn(line, markResult))
 		case markerIn(line, markInfo) != "" && !inPkg:

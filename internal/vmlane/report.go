@@ -62,6 +62,43 @@ func WriteMarkdown(w io.Writer, runs []*KernelRun) {
 	}
 	fmt.Fprintln(w)
 
+	fmt.Fprint(w, "| mechanism (`lanes doctor`) |")
+	for _, r := range runs {
+		fmt.Fprintf(w, " %s |", r.Kernel)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range runs {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	var resources []string
+	seenRes := map[string]bool{}
+	for _, r := range runs {
+		for _, m := range r.Mechs {
+			if !seenRes[m.Resource] {
+				seenRes[m.Resource] = true
+				resources = append(resources, m.Resource)
+			}
+		}
+	}
+	for _, res := range resources {
+		fmt.Fprintf(w, "| %s |", res)
+		for _, r := range runs {
+			cell := "–"
+			for _, m := range r.Mechs {
+				if m.Resource == res {
+					cell = mdCell(m.cell())
+				}
+			}
+			fmt.Fprintf(w, " %s |", cell)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(resources) == 0 {
+		fmt.Fprintln(w, "| (lanes doctor --json gave nothing) | |")
+	}
+	fmt.Fprintln(w)
+
 	pkgs := map[string]bool{}
 	for _, r := range runs {
 		for _, p := range r.Packages {

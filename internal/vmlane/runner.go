@@ -45,6 +45,7 @@ type KernelRun struct {
 	Checks   map[string]SkipCheck // by "package TestName", for skips
 	Doctor   []string
 	DoctorRC int
+	Mechs    []Mechanism // from `lanes doctor --json`
 	Info     map[string]string
 	Modules  ModuleReport
 	Timings  []Timing
@@ -159,6 +160,9 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	}
 	c := ParseConsole(out)
 	r.Packages, r.Doctor, r.DoctorRC, r.Info = c.Packages, c.Doctor, c.DoctorRC, c.Info
+	if r.Mechs, err = ParseDoctorJSON(c.DoctorJSON); err != nil {
+		o.Logf("%s: %v", name, err)
+	}
 	if ctl, ok := c.Info["controllers"]; ok {
 		r.Facts.Controllers = strings.Fields(ctl)
 	}
@@ -222,6 +226,12 @@ func runHost(ctx context.Context, o Options) *KernelRun {
 		r.Doctor, r.DoctorRC = splitLines(string(out)), 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			r.DoctorRC = ee.ExitCode()
+		}
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		js, _ := exec.CommandContext(ctx, o.Lanes, "doctor", "--json").Output()
+		cancel()
+		if r.Mechs, err = ParseDoctorJSON(string(js)); err != nil {
+			o.Logf("host: %v", err)
 		}
 	}
 	return r

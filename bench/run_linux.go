@@ -439,6 +439,10 @@ func (r *runner) vars(t *netns.Topology, variant string) map[string]string {
 		v["RATE_"+strings.ToUpper(dir)] = strconv.FormatUint(c.Rate, 10)
 	}
 	v["LANES"] = r.opts.LanesBin
+	v["LANESD"] = ""
+	if r.opts.LanesBin != "" {
+		v["LANESD"] = filepath.Join(filepath.Dir(r.opts.LanesBin), "lanesd")
+	}
 	v["PREFIX"] = t.Prefix
 	v["SCENARIO_DIR"], _ = filepath.Abs(filepath.Dir(r.s.Path))
 	for i, w := range r.s.Workloads {

@@ -42,6 +42,11 @@ type Daemon struct {
 	store  *state.Store
 	engine *enforce.Engine
 
+	// applyMu serialises changes to the kernel (reconcile, reload, stop)
+	// and guards net.
+	applyMu sync.Mutex
+	net     *network
+
 	mu         sync.Mutex
 	cfg        *lane.Config
 	cfgPath    string // "" when running on embedded defaults
@@ -121,7 +126,8 @@ func Run(ctx context.Context, opts Options) error {
 	d := &Daemon{opts: opts, logf: logf, store: store, engine: eng, cfg: cfg, cfgPath: cfgPath,
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket}
 
-	if err := d.reconcile(cfg); err != nil {
+	d.cleanNetLeftovers()
+	if err := d.reconcile(nil, cfg); err != nil {
 		d.restore()
 		return fmt.Errorf("apply config: %w", err)
 	}
@@ -226,10 +232,17 @@ func (d *Daemon) setHealth(code, msg string) {
 	d.health[code] = api.Health{Code: code, Message: msg}
 }
 
-// reconcile makes the kernel match cfg: every lane's group exists with its
-// settings; groups of lanes that are gone (or leftovers of a crashed run)
-// are emptied and removed.
-func (d *Daemon) reconcile(cfg *lane.Config) error {
+// reconcile makes the kernel match cfg (old is the config in force, nil at
+// start): the network trees when [net] rate is set; every lane's group with
+// its settings and traffic class; groups of lanes that are gone (or
+// leftovers of a crashed run) are emptied and removed.
+func (d *Daemon) reconcile(old, cfg *lane.Config) error {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	if err := d.applyNet(cfg); err != nil {
+		return err
+	}
+	d.unbindGone(old, cfg)
 	recs, err := d.engine.Records()
 	if err != nil {
 		return err
@@ -283,9 +296,9 @@ func (d *Daemon) reload() (*lane.Config, error) {
 		d.setHealth("config-invalid", "last reload failed, running config kept: "+err.Error())
 		return nil, err
 	}
-	if err := d.reconcile(cfg); err != nil {
+	if err := d.reconcile(d.config(), cfg); err != nil {
 		// Put the running config's lanes back as they were.
-		d.reconcile(d.config())
+		d.reconcile(cfg, d.config())
 		d.setHealth("config-apply-failed", err.Error())
 		return nil, fmt.Errorf("apply %s: %w", path, err)
 	}
@@ -299,7 +312,12 @@ func (d *Daemon) reload() (*lane.Config, error) {
 	return cfg, nil
 }
 
-func (d *Daemon) restore() error { return d.engine.RestoreAll() }
+func (d *Daemon) restore() error {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	d.stopNet()
+	return d.engine.RestoreAll()
+}
 
 // laneOfGroup returns the lane name of a lanes cgroup path ("" if the path
 // is not a lanes group).

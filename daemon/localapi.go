@@ -211,10 +211,15 @@ func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) (any, *api.
 
 func (d *Daemon) lanes() []api.Lane {
 	cfg := d.config()
+	d.applyMu.Lock()
+	stats := d.netStats()
 	out := make([]api.Lane, 0, len(cfg.Order))
 	for _, name := range cfg.Order {
-		out = append(out, d.describe(cfg, cfg.Lanes[name]))
+		l := d.describe(cfg, cfg.Lanes[name])
+		l.NetCounters = d.netCounters(name, stats)
+		out = append(out, l)
 	}
+	d.applyMu.Unlock()
 	return out
 }
 
@@ -296,6 +301,14 @@ func readProcBrief(pid int) (brief, error) {
 
 func (d *Daemon) mechanisms() []api.Mechanism {
 	m := wireMechanisms(d.engine.Mechanisms())
+	d.applyMu.Lock()
+	if d.net != nil {
+		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)
+	} else {
+		m = append(m, api.Mechanism{Resource: "network", Backend: "off", OK: true,
+			Reason: "no [net] rate in the config: lanes does not shape traffic"})
+	}
+	d.applyMu.Unlock()
 	m = append(m, api.Mechanism{Resource: "process events", Backend: d.events,
 		Preferred: d.events == "proc connector", OK: true,
 		Reason: map[bool]string{true: "exec events from the kernel's proc connector", false: "proc connector unavailable"}[d.events == "proc connector"]})

@@ -79,7 +79,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	h, err := cgroup.Detect()
 	if err != nil {
-		return nil, fmt.Errorf("detect cgroups: %w", err)
+		return nil, err
 	}
 	for _, c := range h.Enabled {
 		if err := opts.Store.Put(state.KindSubtree, c, h.V2Root); err != nil {

@@ -115,6 +115,23 @@ func printLanes(ls []api.Lane) {
 			describeNet(l.Net), l.CPUTime.Round(time.Millisecond), joinInts(l.Members, 8))
 	}
 	w.Flush()
+	var rows []string
+	for _, l := range ls {
+		for _, c := range l.NetCounters {
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d", l.Name, c.Iface, c.Direction,
+				humanRate(c.RateBps), c.Bytes, c.Packets, c.Drops, c.Backlog))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(Stdout)
+	w = table()
+	fmt.Fprintln(w, "LANE\tIFACE\tDIRECTION\tRATE NOW\tBYTES\tPACKETS\tDROPS\tBACKLOG (B)")
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+	w.Flush()
 }
 
 func newPsCmd(g *globals) *cobra.Command {
@@ -269,4 +286,17 @@ func newReloadCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// humanRate formats a measured rate in bits per second.
+func humanRate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2f Gbit/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.2f Mbit/s", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.1f kbit/s", bps/1e3)
+	}
+	return fmt.Sprintf("%.0f bit/s", bps)
 }

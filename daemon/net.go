@@ -1,0 +1,183 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/netsched"
+	"github.com/lanes-qos/lanes/state"
+)
+
+// netRecord is what the state store keeps of an interface lanes shapes.
+type netRecord struct {
+	Iface string `json:"iface"`
+	Rate  uint64 `json:"rate"`
+}
+
+// network is the daemon's network side: one netsched enforcer and the
+// interfaces it shapes.
+type network struct {
+	e      *netsched.Enforcer
+	ifaces []string
+}
+
+// cleanNetLeftovers removes trees a crashed run left (its records say it
+// shaped something), before this run builds its own.
+func (d *Daemon) cleanNetLeftovers() {
+	recs, err := d.store.List(state.KindQdisc)
+	if err != nil || len(recs) == 0 {
+		return
+	}
+	d.logf("removing the network trees of a previous run (%d interface(s))", len(recs))
+	if err := netsched.Cleanup(d.logf); err != nil {
+		d.logf("network cleanup: %v", err)
+	}
+	for _, r := range recs {
+		d.store.Delete(state.KindQdisc, r.Key)
+	}
+}
+
+// interfaces returns the interfaces cfg shapes: the configured list, or the
+// interface of the default route.
+func interfaces(cfg *lane.Config) ([]string, error) {
+	if len(cfg.Net.Interfaces) > 0 {
+		return cfg.Net.Interfaces, nil
+	}
+	dev, err := netsched.DefaultRouteInterface()
+	if err != nil {
+		return nil, fmt.Errorf("net: no interfaces configured and no default route: %w", err)
+	}
+	return []string{dev}, nil
+}
+
+// applyNet makes the network match cfg. With no [net] rate, network
+// enforcement is off (and whatever this daemon shaped is undone). An
+// interface that fails becomes a health entry; the daemon carries on.
+func (d *Daemon) applyNet(cfg *lane.Config) error {
+	if cfg.Net.Rate == 0 {
+		d.stopNet()
+		d.setHealth("net-off", "")
+		return nil
+	}
+	ifaces, err := interfaces(cfg)
+	if err != nil {
+		return err
+	}
+	if d.net == nil {
+		e, err := netsched.New(d.logf)
+		if err != nil {
+			d.setHealth("net-unavailable", err.Error())
+			return fmt.Errorf("net: %w", err)
+		}
+		d.net = &network{e: e}
+		d.engine.SetNet(e)
+	}
+	// Build every plan first: a bad config changes nothing.
+	plans := map[string]netsched.Plan{}
+	for _, iface := range ifaces {
+		p, err := netsched.BuildPlan(cfg, iface, d.net.e.Leaf())
+		if err != nil {
+			return fmt.Errorf("net: %s: %w", iface, err)
+		}
+		plans[iface] = p
+	}
+	for _, old := range d.net.ifaces {
+		if _, keep := plans[old]; !keep {
+			d.removeIface(old)
+		}
+	}
+	var applied []string
+	var errs []error
+	for _, iface := range ifaces {
+		if err := d.store.Put(state.KindQdisc, iface, netRecord{Iface: iface, Rate: cfg.Net.Rate}); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := d.net.e.Apply(ctx, plans[iface])
+		cancel()
+		if err != nil {
+			d.store.Delete(state.KindQdisc, iface)
+			d.setHealth("tc-apply-failed:"+iface, err.Error())
+			errs = append(errs, fmt.Errorf("net: %s: %w", iface, err))
+			continue
+		}
+		d.setHealth("tc-apply-failed:"+iface, "")
+		applied = append(applied, iface)
+	}
+	d.net.ifaces = applied
+	return errors.Join(errs...)
+}
+
+func (d *Daemon) removeIface(iface string) {
+	if err := d.net.e.Remove(iface); err != nil {
+		d.logf("net: remove tree on %s: %v", iface, err)
+	}
+	d.store.Delete(state.KindQdisc, iface)
+	d.setHealth("tc-apply-failed:"+iface, "")
+}
+
+// unbindGone stops classifying lanes that are not in cfg.
+func (d *Daemon) unbindGone(old, cfg *lane.Config) {
+	if d.net == nil || old == nil {
+		return
+	}
+	for _, name := range old.Order {
+		if _, ok := cfg.Lanes[name]; !ok {
+			d.net.e.UnbindLane(name)
+		}
+	}
+}
+
+// stopNet undoes all network enforcement: every interface gets its
+// original root qdisc back, programs are detached.
+func (d *Daemon) stopNet() {
+	if d.net == nil {
+		return
+	}
+	for _, iface := range slices.Clone(d.net.ifaces) {
+		d.removeIface(iface)
+	}
+	d.engine.SetNet(nil)
+	if err := d.net.e.Close(); err != nil {
+		d.logf("net: close: %v", err)
+	}
+	d.net = nil
+}
+
+// netCounters returns a lane's traffic counters on every shaped interface.
+func (d *Daemon) netCounters(laneName string, stats map[string][]netsched.LaneStats) []api.NetCounters {
+	var out []api.NetCounters
+	for _, iface := range d.netIfaces() {
+		for _, s := range stats[iface] {
+			if s.Lane != laneName {
+				continue
+			}
+			out = append(out, api.NetCounters{Iface: s.Iface, Direction: s.Direction, Bytes: s.Bytes,
+				Packets: s.Packets, Drops: s.Drops, Backlog: s.Backlog, RateBps: float64(s.RateBits)})
+		}
+	}
+	return out
+}
+
+func (d *Daemon) netIfaces() []string {
+	if d.net == nil {
+		return nil
+	}
+	return d.net.ifaces
+}
+
+// netStats samples every shaped interface once.
+func (d *Daemon) netStats() map[string][]netsched.LaneStats {
+	out := map[string][]netsched.LaneStats{}
+	for _, iface := range d.netIfaces() {
+		if s, err := d.net.e.Stats(iface); err == nil {
+			out[iface] = s
+		}
+	}
+	return out
+}

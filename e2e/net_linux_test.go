@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/internal/testutil"
+)
+
+// netPair is two network namespaces joined by a veth pair, 198.18.99.1 on
+// the lanes side and 198.18.99.2 on the peer, removed at cleanup.
+type netPair struct {
+	ns, peer, dev string
+}
+
+func newNetPair(t *testing.T) netPair {
+	t.Helper()
+	n := testutil.UniqueName("le")
+	p := netPair{ns: n + "a", peer: n + "b", dev: n + "v"}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	run("netns", "add", p.ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", p.ns).Run() })
+	run("netns", "add", p.peer)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", p.peer).Run() })
+	run("link", "add", p.dev, "netns", p.ns, "type", "veth", "peer", "name", p.dev+"p", "netns", p.peer)
+	run("-n", p.ns, "addr", "add", "198.18.99.1/24", "dev", p.dev)
+	run("-n", p.peer, "addr", "add", "198.18.99.2/24", "dev", p.dev+"p")
+	run("-n", p.ns, "link", "set", p.dev, "up")
+	run("-n", p.peer, "link", "set", p.dev+"p", "up")
+	run("-n", p.ns, "link", "set", "lo", "up")
+	return p
+}
+
+// in runs argv inside the lanes-side namespace. nsenter (not `ip netns
+// exec`) keeps the host's /sys, and with it the cgroup mounts.
+func (p netPair) in(argv ...string) []string {
+	return append([]string{"nsenter", "--net=/run/netns/" + p.ns}, argv...)
+}
+
+func (p netPair) qdiscs(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("tc", "-n", p.ns, "qdisc", "show", "dev", p.dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tc qdisc show: %v %s", err, out)
+	}
+	return string(out)
+}
+
+// startIn runs lanesd inside the namespace.
+func (e *env) startIn(p netPair) {
+	e.t.Helper()
+	e.startWith(p.in(e.bin))
+}
+
+func egress(t *testing.T, e *env, laneName string) api.NetCounters {
+	t.Helper()
+	var ls api.LanesResponse
+	e.lanesJSON(&ls, "ls")
+	for _, l := range ls.Lanes {
+		if l.Name != laneName {
+			continue
+		}
+		for _, c := range l.NetCounters {
+			if c.Direction == "egress" {
+				return c
+			}
+		}
+	}
+	t.Fatalf("no egress counters for %s: %+v", laneName, ls)
+	return api.NetCounters{}
+}
+
+// With [net] set, lanesd shapes the interface with one class per lane,
+// counts each lane's packets, makes a moved process's open socket follow
+// it, restores the original qdisc on stop and cleans up after kill -9.
+func TestNetworkLifecycle(t *testing.T) {
+	p := newNetPair(t)
+	e := newEnv(t, "[net]\ninterfaces = [\""+p.dev+"\"]\nrate = \"20mbit\"\n")
+	before := p.qdiscs(t)
+	e.startIn(p)
+	if q := p.qdiscs(t); !strings.Contains(q, "htb 4c4e: root") {
+		t.Fatalf("no lanes tree on %s:\n%s", p.dev, q)
+	}
+	send := func(laneName string, n int) {
+		t.Helper()
+		script := "for i in $(seq " + strconv.Itoa(n) + "); do echo x > /dev/udp/198.18.99.2/9; done"
+		argv := p.in(e.bin, "--socket", e.socket, "run", "-l", laneName, "--", "bash", "-c", script)
+		c := exec.Command(argv[0], argv[1:]...)
+		c.Env = append(os.Environ(), roleEnv+"=lanes")
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("lanes run -l %s: %v %s", laneName, err, out)
+		}
+	}
+	i0, b0 := egress(t, e, "interactive").Packets, egress(t, e, "background").Packets
+	send("interactive", 40)
+	send("background", 25)
+	if got := egress(t, e, "interactive").Packets - i0; got < 40 {
+		t.Errorf("interactive counted %d packets, want >= 40", got)
+	}
+	if got := egress(t, e, "background").Packets - b0; got != 25 {
+		t.Errorf("background counted %d packets, want 25", got)
+	}
+
+	// A socket opened before `lanes move` is counted in the new lane afterwards.
+	argv := p.in("bash", "-c", "exec 3>/dev/udp/198.18.99.2/9; for i in $(seq 400); do echo x >&3; sleep 0.05; done")
+	sender := exec.Command(argv[0], argv[1:]...)
+	if err := sender.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sender.Process.Kill(); sender.Wait() })
+	time.Sleep(500 * time.Millisecond) // nsenter has exec'd bash, which has opened its socket
+	if r := e.lanes("move", strconv.Itoa(sender.Process.Pid), "background"); r.code != 0 {
+		t.Fatalf("move: %s", r.stderr)
+	}
+	b1 := egress(t, e, "background").Packets
+	time.Sleep(time.Second)
+	if got := egress(t, e, "background").Packets - b1; got < 10 {
+		t.Errorf("after the move, the open socket's packets in background: %d in 1s, want >= 10", got)
+	}
+
+	// kill -9: the tree stays; a restart replaces it; a stop restores the original.
+	e.kill9()
+	if q := p.qdiscs(t); !strings.Contains(q, "htb 4c4e: root") {
+		t.Errorf("tree gone after kill -9:\n%s", q)
+	}
+	e.startIn(p)
+	if q := p.qdiscs(t); !strings.Contains(q, "htb 4c4e: root") {
+		t.Errorf("no tree after restart:\n%s", q)
+	}
+	e.stop()
+	if q := p.qdiscs(t); q != before {
+		t.Errorf("after stop:\n%s\nwant the original:\n%s", q, before)
+	}
+	noLanesObjects(t)
+}
+
+// Bad network settings: a clear error, and nothing left on any interface.
+func TestNetworkBadInput(t *testing.T) {
+	p := newNetPair(t)
+	before := p.qdiscs(t)
+	cases := []struct {
+		name   string
+		config string
+		msg    string
+	}{
+		{"missing interface", "[net]\ninterfaces = [\"" + p.dev + "\", \"nosuch0\"]\nrate = \"20mbit\"\n", "nosuch0"},
+		{"zero rate", "[net]\ninterfaces = [\"" + p.dev + "\"]\nrate = \"0\"\n", "lanes.toml:3: net.rate"},
+		{"unparsable rate", "[net]\ninterfaces = [\"" + p.dev + "\"]\nrate = \"fast\"\n", "lanes.toml:3: net.rate"},
+		{"lane rate above the interface", "[net]\ninterfaces = [\"" + p.dev + "\"]\nrate = \"20mbit\"\n[lanes.video]\nnet = { rate = \"30mbit\" }\n", "lanes.video.net.rate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.config)
+			argv := p.in(append([]string{e.bin}, e.daemonArgs()...)...)
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env = append(os.Environ(), roleEnv+"=lanesd")
+			done := make(chan struct{})
+			var out []byte
+			var err error
+			go func() { out, err = c.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				c.Process.Signal(syscall.SIGTERM)
+				<-done
+				t.Fatalf("lanesd started with a bad network config:\n%s", out)
+			}
+			if err == nil || !strings.Contains(string(out), tc.msg) {
+				t.Errorf("lanesd: %v\n%s\nwant an error naming %q", err, out, tc.msg)
+			}
+			if q := p.qdiscs(t); q != before {
+				t.Errorf("left on %s:\n%s", p.dev, q)
+			}
+			noLanesObjects(t)
+		})
+	}
+}

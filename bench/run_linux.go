@@ -181,6 +181,7 @@ func (s *Scenario) role(roles ...string) []int {
 type bed struct {
 	topo *netns.Topology
 	ems  []*linkem.Emulator
+	logf func(string, ...any)
 }
 
 func (r *runner) build(variant string) (*bed, error) {
@@ -196,7 +197,7 @@ func (r *runner) build(variant string) (*bed, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bed{topo: topo}
+	b := &bed{topo: topo, logf: r.logf}
 	for _, p := range topo.Paths {
 		// Each path gets its own schedule state: rebuild per path.
 		if p != topo.Paths[0] {
@@ -223,8 +224,8 @@ func (b *bed) close() {
 		em.Stop()
 	}
 	if err := b.topo.Close(); err != nil {
-		// Close already killed what it could; Sweep gets the rest later.
-		_ = err
+		// Close removed what it could; Sweep gets the rest later.
+		b.logf("%v (lanes bench --sweep removes leftovers)", err)
 	}
 }
 

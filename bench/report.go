@@ -352,7 +352,7 @@ func (r *Results) SVG(w io.Writer) {
 			x := x0 + float64(j)*(barW+5)
 			fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.1f" fill="%s"/>`+"\n", x, y(s.Mean), barW, y(0)-y(s.Mean), colors[j])
 			fmt.Fprintf(w, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black"/>`+"\n", x+barW/2, x+barW/2, y(s.Min), y(s.Max))
-			fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="white">%.2f</text>`+"\n", x+barW/2, y(0)-4, s.Mean)
+			fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%.2f</text>`+"\n", x+barW/2, y(math.Max(s.Mean, s.Max))-4, s.Mean)
 		}
 		label := a.Arm
 		if len(r.Reference) > 1 {

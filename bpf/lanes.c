@@ -20,8 +20,8 @@
 // with bpf_sk_lookup_tcp/udp; its priority decides as in 1., and otherwise
 // the class lanes_sock_create stored in the socket's storage (tc programs
 // cannot read a socket's cgroup: bpf_sk_cgroup_id is cgroup-skb only).
-// Every IP packet is then redirected to the device's IFB, whose HTB tree
-// has the same classes; other packets (ARP) pass unshaped.
+// Every IP packet then goes to the device's IFB (u32 + mirred), whose HTB
+// tree has the same classes; other packets (ARP) pass unshaped.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -57,15 +57,6 @@ struct {
 	__type(key, int);
 	__type(value, __u32);
 } auto_label SEC(".maps");
-
-// ifb_of maps a shaped device's ifindex to its IFB's ifindex (download
-// direction).
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u32);
-} ifb_of SEC(".maps");
 
 static __always_inline int is_lanes_class(__u32 prio)
 {
@@ -133,18 +124,16 @@ static __always_inline __u32 lane_of_sock(struct bpf_sock *sk)
 }
 
 // lanes_ingress runs at clsact ingress of a shaped device: it finds the
-// local socket an incoming packet is for, labels the packet with that
-// socket's lane, and redirects it to the device's IFB, whose HTB tree
-// schedules it like the egress tree does.
+// local socket an incoming IP packet is for and labels the packet with
+// that socket's lane. It then lets classification continue
+// (TC_ACT_UNSPEC) to the next filter, a u32 match-all with a mirred
+// redirect to the device's IFB, whose HTB tree schedules the packet like
+// the egress tree does. (bpf_redirect to an IFB works on recent kernels
+// only: older IFBs drop packets a BPF program redirected.) Non-IP packets
+// (ARP) stop here, unshaped.
 SEC("tc")
 int lanes_ingress(struct __sk_buff *skb)
 {
-	__u32 ifindex = skb->ifindex;
-	__u32 *ifb = bpf_map_lookup_elem(&ifb_of, &ifindex);
-	if (!ifb)
-		return TC_ACT_OK;
-	__u32 ifb_index = *ifb;
-
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
@@ -215,5 +204,5 @@ int lanes_ingress(struct __sk_buff *skb)
 			skb->priority = cls;
 	}
 out:
-	return bpf_redirect(ifb_index, 0);
+	return TC_ACT_UNSPEC;
 }

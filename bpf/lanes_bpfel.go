@@ -17,7 +17,6 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	LanesMapAutoLabel        = "auto_label"
-	LanesMapIfbOf            = "ifb_of"
 	LanesMapLaneOfCgroup     = "lane_of_cgroup"
 	LanesProgLanesEgress     = "lanes_egress"
 	LanesProgLanesIngress    = "lanes_ingress"
@@ -76,7 +75,6 @@ type LanesProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type LanesMapSpecs struct {
 	AutoLabel    *ebpf.MapSpec `ebpf:"auto_label"`
-	IfbOf        *ebpf.MapSpec `ebpf:"ifb_of"`
 	LaneOfCgroup *ebpf.MapSpec `ebpf:"lane_of_cgroup"`
 }
 
@@ -107,14 +105,12 @@ func (o *LanesObjects) Close() error {
 // It can be passed to LoadLanesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LanesMaps struct {
 	AutoLabel    *ebpf.Map `ebpf:"auto_label"`
-	IfbOf        *ebpf.Map `ebpf:"ifb_of"`
 	LaneOfCgroup *ebpf.Map `ebpf:"lane_of_cgroup"`
 }
 
 func (m *LanesMaps) Close() error {
 	return _LanesClose(
 		m.AutoLabel,
-		m.IfbOf,
 		m.LaneOfCgroup,
 	)
 }

@@ -84,6 +84,9 @@ func hasLanesFilters(e *Enforcer, l netlink.Link) bool {
 			if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, filterPrefix) {
 				return true
 			}
+			if u, ok := f.(*netlink.U32); ok && u.Priority == redirPrio && strings.HasPrefix(linkName(e, u.RedirIndex), ifbPrefix) {
+				return true
+			}
 		}
 	}
 	return false
@@ -108,4 +111,11 @@ func DefaultRouteInterface() (string, error) {
 		}
 	}
 	return "", errors.New("no default route")
+}
+
+func linkName(e *Enforcer, index int) string {
+	if l, err := e.h.LinkByIndex(index); err == nil {
+		return l.Attrs().Name
+	}
+	return ""
 }

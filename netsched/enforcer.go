@@ -38,9 +38,11 @@ func WithNetns(path string) Option { return func(o *options) { o.netnsPath = pat
 const ifbPrefix = "lanes-ifb"
 
 // filterPrio is the tc filter priority of lanes' classifiers, and
-// filterPrefix starts their names.
+// filterPrefix starts their names. redirPrio is the priority of the u32
+// filter that sends ingress traffic to the IFB, right after the classifier.
 const (
 	filterPrio   = 0x4c4e
+	redirPrio    = filterPrio + 1
 	filterPrefix = "lanes_"
 )
 

@@ -129,8 +129,8 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		e.clsErr,
 		features.HaveIFB(),
 		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp),
+		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupUdp),
 		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
-		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnRedirect),
 	)
 	return e, nil
 }
@@ -164,7 +164,7 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "none: every packet goes to the default lane", Reason: e.clsErr.Error()})
 	}
 	if e.ingErr == nil {
-		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB, lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, bpf_sk_lookup_tcp/udp, bpf_redirect in tc", OK: true})
+		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB (u32 + mirred redirect), lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, bpf_sk_lookup_tcp/udp and bpf_sk_storage_get in tc", OK: true})
 	} else {
 		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "none: downloads are not shaped", Reason: e.ingErr.Error()})
 	}
@@ -325,15 +325,49 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 	if err := e.buildTree(ifb, p); err != nil {
 		return fmt.Errorf("ifb %s: %w", name, err)
 	}
-	if err := e.objs.IfbOf.Put(uint32(dev.Attrs().Index), uint32(ifb.Attrs().Index)); err != nil {
-		return fmt.Errorf("map %s to %s: %w", dev.Attrs().Name, name, err)
-	}
 	added, err := e.ensureClsact(dev)
 	st.addedClsact = st.addedClsact || added
 	if err != nil {
 		return err
 	}
-	return e.replaceFilter(dev, netlink.HANDLE_MIN_INGRESS, e.objs.LanesIngress, "lanes_ingress")
+	if err := e.replaceFilter(dev, netlink.HANDLE_MIN_INGRESS, e.objs.LanesIngress, "lanes_ingress"); err != nil {
+		return err
+	}
+	return e.ensureRedirect(dev, ifb)
+}
+
+// ensureRedirect makes the filter after lanes_ingress a u32 match-all
+// with a mirred egress redirect to ifb.
+func (e *Enforcer) ensureRedirect(dev, ifb netlink.Link) error {
+	fs, err := e.h.FilterList(dev, netlink.HANDLE_MIN_INGRESS)
+	if err != nil {
+		return fmt.Errorf("list ingress filters of %s: %w", dev.Attrs().Name, err)
+	}
+	for _, f := range fs {
+		if u, ok := f.(*netlink.U32); ok && u.Priority == redirPrio {
+			if u.RedirIndex == ifb.Attrs().Index {
+				return nil
+			}
+			e.logf("netsched: tc filter del dev %s ingress prio %d u32", dev.Attrs().Name, redirPrio)
+			if err := e.h.FilterDel(u); err != nil {
+				return fmt.Errorf("delete stale redirect on %s: %w", dev.Attrs().Name, err)
+			}
+		}
+	}
+	u := &netlink.U32{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: dev.Attrs().Index,
+			Parent:    netlink.HANDLE_MIN_INGRESS,
+			Priority:  redirPrio,
+			Protocol:  unix.ETH_P_ALL,
+		},
+		RedirIndex: ifb.Attrs().Index,
+	}
+	e.logf("netsched: tc filter add dev %s ingress prio %d u32 match u32 0 0 action mirred egress redirect dev %s", dev.Attrs().Name, redirPrio, ifb.Attrs().Name)
+	if err := e.h.FilterAdd(u); err != nil {
+		return fmt.Errorf("redirect %s to %s: %w", dev.Attrs().Name, ifb.Attrs().Name, hint(err))
+	}
+	return nil
 }
 
 // buildTree makes dev's root an HTB tree matching p, replacing classes and
@@ -562,11 +596,6 @@ func (e *Enforcer) removeIngress(dev netlink.Link, st *ifaceState) error {
 	if err := e.deleteFilters(dev, netlink.HANDLE_MIN_INGRESS); err != nil {
 		errs = append(errs, err)
 	}
-	if e.objs != nil {
-		if err := e.objs.IfbOf.Delete(uint32(dev.Attrs().Index)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("unmap ifb of %s: %w", dev.Attrs().Name, err))
-		}
-	}
 	if st.ifb != "" {
 		if ifb, err := e.h.LinkByName(st.ifb); err == nil {
 			e.logf("netsched: ip link del %s", st.ifb)
@@ -590,6 +619,13 @@ func (e *Enforcer) deleteFilters(dev netlink.Link, parent uint32) error {
 	}
 	var errs []error
 	for _, f := range fs {
+		if u, ok := f.(*netlink.U32); ok && u.Priority == redirPrio && parent == netlink.HANDLE_MIN_INGRESS {
+			e.logf("netsched: tc filter del dev %s ingress prio %d u32 (redirect to the ifb)", dev.Attrs().Name, redirPrio)
+			if err := e.h.FilterDel(u); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("delete ifb redirect of %s: %w", dev.Attrs().Name, err))
+			}
+			continue
+		}
 		bf, ok := f.(*netlink.BpfFilter)
 		if !ok || len(bf.Name) < len(filterPrefix) || bf.Name[:len(filterPrefix)] != filterPrefix {
 			continue

@@ -58,8 +58,10 @@ func TestBootBookworm(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			consoles := t.TempDir()
 			o := Options{
-				Kernels: []string{"bookworm"}, Cache: cache, Root: root, Binaries: bins,
+				ConsoleDir: consoles,
+				Kernels:    []string{"bookworm"}, Cache: cache, Root: root, Binaries: bins,
 				Resolved: map[string]*Kernel{"bookworm": kernel},
 				QEMU:     QEMU{Binary: "qemu-system-x86_64", MemMB: 512, CPUs: 2, Timeout: 3 * time.Minute, Append: tt.append},
 				Modules:  DefaultModules, Tools: DefaultTools, Busybox: busybox,
@@ -99,7 +101,7 @@ func TestBootBookworm(t *testing.T) {
 			if r.Info["controllers"] == "" || !strings.Contains(r.Info["subtree_control"], "cpu") {
 				t.Errorf("guest facts %v", r.Info)
 			}
-			if _, err := os.Stat(filepath.Join(cache, "work", "console-bookworm.log")); err != nil {
+			if _, err := os.Stat(filepath.Join(consoles, "console-bookworm.log")); err != nil {
 				t.Errorf("console log not kept: %v", err)
 			}
 		})

@@ -34,6 +34,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	console := fs.Bool("console", false, "echo each guest's console to stderr as it runs")
 	run := fs.String("run", "", "only tests matching this regexp (-test.run)")
 	mem := fs.Int("mem", 1024, "guest memory in MB (raised when the initramfs is large)")
+	parallel := fs.Int("parallel", 1, "VMs to boot at once (each uses one host core; the host lane always runs alone)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,6 +49,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			logf("install: %v", err)
 			return 1
 		}
+	}
+	if *kernels == "" {
+		return 0 // --install --kernels= only installs
 	}
 	root, err := moduleRoot(ctx)
 	if err != nil {
@@ -111,7 +115,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := Options{
 		Kernels: strings.Split(*kernels, ","), Cache: cacheDir, Root: root,
 		Binaries: bins, Build: failed, Lanes: lanes, Mirrors: SystemMirrors("/etc/apt"),
-		QEMU:    QEMU{Binary: "qemu-system-x86_64", MemMB: *mem, CPUs: 2, Timeout: *timeout},
+		QEMU:     QEMU{Binary: "qemu-system-x86_64", MemMB: *mem, CPUs: 2, Timeout: *timeout},
+		Parallel: *parallel, ConsoleDir: filepath.Join(cacheDir, "work"),
 		Modules: DefaultModules, Tools: tools, Busybox: busybox, TestArgs: testArgs, Logf: logf,
 	}
 	if *console {

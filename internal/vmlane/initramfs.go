@@ -117,7 +117,7 @@ func BuildInitramfs(ctx context.Context, g Guest, k *Kernel, scratch, out string
 		dir := path.Join("t", b.Package)
 		name := path.Base(b.Path)
 		t.Copy(path.Join(dir, name), 0o755, b.Path)
-		if err := addTestdata(t, b.Dir, dir); err != nil {
+		if err := addPackageFiles(t, b.Dir, dir); err != nil {
 			return rep, 0, err
 		}
 		fmt.Fprintf(&list, "%s\t/%s\t%s\n", b.Package, dir, name)
@@ -187,12 +187,13 @@ func addTool(ctx context.Context, t Tree, tool string) error {
 	return nil
 }
 
-func addTestdata(t Tree, srcDir, dstDir string) error {
-	root := filepath.Join(srcDir, "testdata")
-	if _, err := os.Stat(root); err != nil {
-		return nil
-	}
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+// addPackageFiles copies what a package's tests may open relative to
+// their directory: testdata/ whole, and the package's other non-Go files
+// and data directories (those without Go files, which would be other
+// packages). Files over 16 MB are left out.
+func addPackageFiles(t Tree, srcDir, dstDir string) error {
+	const maxFile = 16 << 20
+	return filepath.WalkDir(srcDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -200,10 +201,18 @@ func addTestdata(t Tree, srcDir, dstDir string) error {
 		if err != nil {
 			return err
 		}
+		inTestdata := rel == "testdata" || strings.HasPrefix(rel, "testdata"+string(filepath.Separator))
 		dst := path.Join(dstDir, filepath.ToSlash(rel))
 		switch {
 		case d.IsDir():
+			if rel == "." || inTestdata {
+				return nil
+			}
+			if strings.HasPrefix(d.Name(), ".") || hasGoFiles(p) {
+				return filepath.SkipDir
+			}
 			t.Dir(dst)
+		case !inTestdata && strings.HasSuffix(p, ".go"):
 		case d.Type()&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
 			if err != nil {
@@ -215,10 +224,17 @@ func addTestdata(t Tree, srcDir, dstDir string) error {
 			if err != nil {
 				return err
 			}
-			t.Copy(dst, uint32(info.Mode().Perm()), p)
+			if info.Size() <= maxFile {
+				t.Copy(dst, uint32(info.Mode().Perm()), p)
+			}
 		}
 		return nil
 	})
+}
+
+func hasGoFiles(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	return len(m) > 0
 }
 
 var moduleExt = regexp.MustCompile(`\.ko(\.xz|\.zst|\.gz)?$`)

@@ -201,7 +201,7 @@ func ParseGoTest(pkg string, lines []string, exitCode int) PackageResult {
 			t.Outcome = Fail
 			t.Reason = fmt.Sprintf("no result: the test binary ended (exit status %d) while it ran", exitCode)
 		case Fail:
-			t.Reason = reasonOf(t.Output)
+			t.Reason = failReasonOf(t.Output)
 		case Skip:
 			t.Reason = skipReasonOf(t.Output)
 		}
@@ -250,6 +250,13 @@ func skipReasonOf(output []string) string {
 			return msg
 		}
 	}
+	return failReasonOf(output)
+}
+
+// failReasonOf picks the last line logged from a _test.go file (where
+// t.Error, t.Fatal and t.Skip report, helpers included), else the last
+// line: the enforcers' own log lines are not the reason.
+func failReasonOf(output []string) string {
 	for i := len(output) - 1; i >= 0; i-- {
 		if testFileLine.MatchString(output[i]) {
 			return strings.TrimSpace(logPrefix.ReplaceAllString(output[i], ""))

@@ -98,11 +98,16 @@ panic: test timed out after 1s`,
     helper.go:3: setting up
     t_test.go:9: needs a second NIC
     cleanup.go:7: removed
---- SKIP: TestT (0.00s)`,
+--- SKIP: TestT (0.00s)
+=== RUN   TestU
+    u_test.go:5: rate 3 Mbit/s, want 5
+    enforcer.go:99: netsched: tc qdisc del dev v-src root
+--- FAIL: TestU (0.00s)`,
 			rc: 0,
 			want: []outcome{
 				{"TestS", Skip, "timing-sensitive assertion not made under emulation"},
 				{"TestT", Skip, "needs a second NIC"},
+				{"TestU", Fail, "rate 3 Mbit/s, want 5"},
 			},
 		},
 		{

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -32,6 +33,11 @@ type Options struct {
 	// the others are resolved with Resolve.
 	Resolved map[string]*Kernel
 	Logf     func(format string, args ...any)
+
+	Parallel int // VMs booted at once (each takes one host core)
+	// ConsoleDir keeps each kernel's last console as console-<kernel>.log;
+	// "" keeps none.
+	ConsoleDir string
 
 	work string // this run's own directory under Cache
 }
@@ -78,8 +84,9 @@ func Run(ctx context.Context, o Options) []*KernelRun {
 	}
 	defer os.RemoveAll(work)
 	o.work = work
-	for _, name := range o.Kernels {
-		start := time.Now()
+	runs = make([]*KernelRun, len(o.Kernels))
+	one := func(i int) {
+		name, start := o.Kernels[i], time.Now()
 		var r *KernelRun
 		if name == "host" {
 			r = runHost(ctx, o)
@@ -89,8 +96,29 @@ func Run(ctx context.Context, o Options) []*KernelRun {
 		r.timed("total", start)
 		evaluate(r, o.Build)
 		o.Logf("%s: %s in %.1fs: %s", name, r.Release, time.Since(start).Seconds(), r.Summary())
-		runs = append(runs, r)
+		runs[i] = r
 	}
+	// The host's tests run alone (their timing assertions need a quiet
+	// machine); then up to Parallel VMs at once, each on one host thread.
+	var vms []int
+	for i, name := range o.Kernels {
+		if name == "host" {
+			one(i)
+		} else {
+			vms = append(vms, i)
+		}
+	}
+	sem := make(chan struct{}, max(o.Parallel, 1))
+	var wg sync.WaitGroup
+	for _, i := range vms {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			one(i)
+		}()
+	}
+	wg.Wait()
 	return runs
 }
 
@@ -155,8 +183,10 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	t = time.Now()
 	out, bootErr := q.Boot(ctx, vmlinux, initrd, o.Console)
 	r.timed("qemu", t)
-	if err := keepFile(filepath.Join(o.Cache, "work", "console-"+name+".log"), []byte(out)); err != nil {
-		o.Logf("%s: keep console log: %v", name, err)
+	if o.ConsoleDir != "" {
+		if err := keepFile(filepath.Join(o.ConsoleDir, "console-"+name+".log"), []byte(out)); err != nil {
+			o.Logf("%s: keep console log: %v", name, err)
+		}
 	}
 	c := ParseConsole(out)
 	r.Packages, r.Doctor, r.DoctorRC, r.Info = c.Packages, c.Doctor, c.DoctorRC, c.Info

@@ -264,6 +264,9 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 		if orig != nil && orig.Attrs().Handle>>16 != Major && orig.Attrs().Handle != 0 {
 			st.orig = restorable(orig)
 		}
+		// Adopting a crashed run's tree: a clsact holding lanes' filters
+		// was lanes' (it goes once it is empty).
+		st.addedClsact = hasLanesFilters(e, dev)
 	}
 	if err := e.apply(ctx, dev, st, p); err != nil {
 		e.logf("netsched: apply %s failed, removing lanes' tree: %v", p.Iface, err)

@@ -226,3 +226,40 @@ func TestCleanupAfterCrash(t *testing.T) {
 		t.Errorf("Cleanup left:\n%s\nwant:\n%s", after, before)
 	}
 }
+
+// TestAdoptAfterCrash: a new Enforcer (a restarted daemon) applies the
+// same plan over a tree a crashed one left: the tree is adopted, the
+// filters run the new programs, and Remove still restores the interface.
+func TestAdoptAfterCrash(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := newNetns(t, "lnd")
+	run(t, "ip", "link", "add", "v-a", "netns", ns, "type", "veth", "peer", "name", "v-b", "netns", ns)
+	run(t, "ip", "-n", ns, "link", "set", "v-a", "up")
+	before := tcState(t, ns, "v-a")
+	toml := "[net]\nrate = \"19mbit\"\ningress = true\n"
+	crashed, err := New(t.Logf, WithNetns(nsPath(ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crashed.Apply(context.Background(), testPlan(t, toml, "v-a", crashed.Leaf())); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	crashed.Close()
+	left := tcState(t, ns, "v-a")
+
+	e := newEnforcer(t, ns, nil)
+	if err := e.Apply(context.Background(), testPlan(t, toml, "v-a", e.Leaf())); err != nil {
+		t.Fatalf("Apply over the leftover tree: %v", err)
+	}
+	adopted := tcState(t, ns, "v-a")
+	if strings.Count(adopted, "handle 0x1 lanes_egress") != 1 || strings.Count(adopted, "handle 0x1 lanes_ingress") != 1 ||
+		strings.Count(adopted, "mirred") != 1 || strings.Count(adopted, "lanes-ifb") != strings.Count(left, "lanes-ifb") {
+		t.Errorf("adoption duplicated lanes' objects:\n%s\nleft by the crash:\n%s", adopted, left)
+	}
+	if err := e.Remove("v-a"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if after := tcState(t, ns, "v-a"); after != before {
+		t.Errorf("Remove after adoption left:\n%s\nwant:\n%s", after, before)
+	}
+}

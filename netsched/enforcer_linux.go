@@ -285,7 +285,7 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 }
 
 func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, p Plan) error {
-	if err := e.buildTree(dev, p); err != nil {
+	if err := e.buildTree(dev, p, 0); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -325,7 +325,7 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 	if err := e.h.LinkSetUp(ifb); err != nil {
 		return fmt.Errorf("set %s up: %w", name, err)
 	}
-	if err := e.buildTree(ifb, p); err != nil {
+	if err := e.buildTree(ifb, p, maxGRO(dev)+MTU); err != nil {
 		return fmt.Errorf("ifb %s: %w", name, err)
 	}
 	added, err := e.ensureClsact(dev)
@@ -373,9 +373,19 @@ func (e *Enforcer) ensureRedirect(dev, ifb netlink.Link) error {
 	return nil
 }
 
+// maxGRO is the largest packet GRO may build on dev: downloads reach the
+// IFB in such aggregates, so a byte FIFO there must hold at least one.
+// (Uploads need no such floor: TCP sizes its TSO packets to about a
+// millisecond at its pacing rate.)
+func maxGRO(dev netlink.Link) uint32 {
+	a := dev.Attrs()
+	return max(a.GROMaxSize, a.GROIPv4MaxSize, 65536)
+}
+
 // buildTree makes dev's root an HTB tree matching p, replacing classes and
-// leaves in place and deleting lane classes p does not have.
-func (e *Enforcer) buildTree(dev netlink.Link, p Plan) error {
+// leaves in place and deleting lane classes p does not have. Byte FIFO
+// leaves hold at least minFifo bytes.
+func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32) error {
 	name := dev.Attrs().Name
 	idx := dev.Attrs().Index
 	root := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_ROOT, Handle: ClassID(Major, 0)})
@@ -413,6 +423,9 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan) error {
 			name, Major, rootMinor, c.ClassID>>16, c.ClassID&0xffff, c.Rate, c.Ceil, c.Prio, c.Lane)
 		if err := e.h.ClassReplace(hc); err != nil {
 			return fmt.Errorf("replace class of lane %s on %s: %w", c.Lane, name, hint(err))
+		}
+		if c.Leaf == LeafBfifo {
+			c.Limit = max(c.Limit, minFifo)
 		}
 		if err := e.replaceLeaf(dev, c); err != nil {
 			return err

@@ -266,7 +266,7 @@ func fmtStat(s Stat, format string) string {
 	switch {
 	case s.N == 0:
 		return "–"
-	case s.N == 1 || s.Min == s.Max:
+	case s.N == 1 || fmt.Sprintf(format, s.Min) == fmt.Sprintf(format, s.Max):
 		return fmt.Sprintf(format, s.Mean)
 	default:
 		return fmt.Sprintf(format+" ("+format+"–"+format+")", s.Mean, s.Min, s.Max)

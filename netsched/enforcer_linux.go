@@ -693,3 +693,15 @@ func restorable(q netlink.Qdisc) netlink.Qdisc {
 	}
 	return q
 }
+
+// Applied returns the plans in place, by interface name, for the daemon's
+// records.
+func (e *Enforcer) Applied() map[string]Plan {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]Plan, len(e.ifaces))
+	for name, st := range e.ifaces {
+		out[name] = st.plan
+	}
+	return out
+}

@@ -44,6 +44,9 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 	return []features.Mechanism{{Resource: "net", Backend: "none", Reason: "needs Linux"}}
 }
 
+// Applied returns no plans.
+func (e *Enforcer) Applied() map[string]Plan { return nil }
+
 // Close does nothing.
 func (e *Enforcer) Close() error { return nil }
 

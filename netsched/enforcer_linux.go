@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -276,6 +277,7 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 		delete(e.ifaces, p.Iface)
 		return fmt.Errorf("apply %s: %w", p.Iface, err)
 	}
+	p.Classes = slices.Clone(p.Classes) // the caller keeps its slice
 	st.plan = p
 	e.ifaces[p.Iface] = st
 	if err := e.refreshBindings(); err != nil {
@@ -701,7 +703,9 @@ func (e *Enforcer) Applied() map[string]Plan {
 	defer e.mu.Unlock()
 	out := make(map[string]Plan, len(e.ifaces))
 	for name, st := range e.ifaces {
-		out[name] = st.plan
+		p := st.plan
+		p.Classes = slices.Clone(p.Classes)
+		out[name] = p
 	}
 	return out
 }

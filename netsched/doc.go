@@ -1,9 +1,31 @@
 // Package netsched enforces lanes on the network: per managed interface an
 // HTB tree with one class per lane (leaf fq_codel, or a byte FIFO sized to a
 // target delay where the kernel lacks fq_codel), BPF classification of
-// every socket by its lane's cgroup, and an IFB with the same tree for the
-// download direction. BuildPlan turns a configuration into a Plan (pure);
-// an Enforcer applies plans to the kernel, reports per-lane counters and
-// undoes what it did. Only the daemon and `lanes run` use it; the CLI and
-// the API types must not import it.
+// every socket by its lane, and an IFB with the same tree for the download
+// direction. Only the daemon and `lanes run` use it; the CLI and the API
+// types must not import it.
+//
+// BuildPlan turns a configuration into a Plan (pure, golden-tested). An
+// Enforcer applies plans: Apply (idempotent; on error nothing of lanes is
+// left and the original root qdisc is back), then BindLane for each lane's
+// cgroup v2 directory, MoveSockets after a process moved lanes, Stats for
+// counters, Remove to restore an interface, Close at exit. Cleanup removes
+// a crashed run's leftovers; a new Enforcer's Apply adopts them instead.
+//
+// Every tree has the root handle Major ("4c4e:"); a lane's class id
+// (Major:minor) is also the socket priority that puts a socket in that
+// lane. Which lane a packet is in, first match wins:
+//
+//  1. the socket's priority, when it is a lanes class id: set by lanes at
+//     socket creation in a lane's cgroup (cgroup/sock_create program), by
+//     the program itself (SO_PRIORITY: an explicit label), or by
+//     MoveSockets (which relabels only sockets carrying lanes' own label);
+//  2. the lane of the cgroup the socket was created in (egress: the tc
+//     classifier looks up the socket's cgroup ancestors; ingress: the label
+//     lanes stored in the socket at creation);
+//  3. the default lane's class (HTB's default).
+//
+// Downloads: a clsact ingress program finds each packet's local socket
+// (bpf_sk_lookup_tcp/udp) and labels the packet; a u32 filter with mirred
+// redirects IP packets to the IFB "lanes-ifb<ifindex>".
 package netsched

@@ -49,9 +49,11 @@ func (g *globals) client() *client.Client {
 }
 
 // Run runs the lanes CLI with args (without the program name) and returns
-// the process exit status.
-func Run(args []string) int {
+// the process exit status. extra are more subcommands (cmd/lanes adds
+// `bench`, which is not a client of the daemon).
+func Run(args []string, extra ...*cobra.Command) int {
 	root := newRoot()
+	root.AddCommand(extra...)
 	root.SetArgs(args)
 	root.SetOut(Stdout)
 	root.SetErr(Stderr)
@@ -88,14 +90,8 @@ settings; this command talks to it over its local socket. Without a daemon,
 		newRunCmd(g), newMoveCmd(g), newLsCmd(g), newPsCmd(g), newStatusCmd(g),
 		newDoctorCmd(g), newConfigCmd(g), newReloadCmd(g), newVersionCmd(),
 	)
-	for _, c := range extraCommands {
-		root.AddCommand(c(g))
-	}
 	return root
 }
-
-// extraCommands are subcommands registered by other files (e.g. bench).
-var extraCommands []func(*globals) *cobra.Command
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {

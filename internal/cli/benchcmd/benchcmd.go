@@ -1,0 +1,81 @@
+package benchcmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lanes-qos/lanes/bench"
+)
+
+// New returns the `lanes bench` command.
+func New() *cobra.Command {
+	var opts bench.Options
+	var sweep, verbose bool
+	cmd := &cobra.Command{
+		Use:   "bench [flags] SCENARIO.toml",
+		Short: "Run a network benchmark scenario with its arms side by side (root)",
+		Long: `Run a benchmark scenario: build the testbed (network namespaces with
+addresses from 198.18.0.0/15, the user-space link emulator), measure the
+reference phases (idle link, foreground alone, background alone) and every arm
+(no lanes, hand-tuned baseline, lanes), interleaved and repeated, and write
+<name>.json, <name>.md and <name>.svg with the ratios: foreground kept,
+background's share of the leftover capacity, interactive latency against the
+idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
+
+--sweep removes namespaces and devices a crashed run left.`,
+		Example: `  sudo lanes bench bench/scenarios/s1.toml
+  sudo lanes bench --repeats 1 --duration 8s --out /tmp/s1 bench/scenarios/s1.toml
+  sudo lanes bench --sweep`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			logf := func(string, ...any) {}
+			if verbose {
+				logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }
+			}
+			if sweep {
+				if len(args) > 0 {
+					return fmt.Errorf("bench --sweep takes no scenario")
+				}
+				return bench.Sweep(logf)
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("bench: give one scenario file (e.g. bench/scenarios/s1.toml)")
+			}
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("bench: needs root (it creates network namespaces and qdiscs)")
+			}
+			opts.Scenario = args[0]
+			if opts.LanesBin == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench: find the lanes binary: %w", err)
+				}
+				opts.LanesBin = self
+			}
+			opts.Progress = os.Stderr
+			opts.Logf = logf
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			start := time.Now()
+			if err := bench.Run(ctx, opts); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(start).Round(time.Second), opts.OutDir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.OutDir, "out", ".", "directory for the JSON, markdown and SVG results")
+	f.IntVar(&opts.Repeats, "repeats", 0, "repeat each arm this many times (default: the scenario's)")
+	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms (repeatable; default all)")
+	f.DurationVar(&opts.Duration, "duration", 0, "length of each measured phase (default: the scenario's)")
+	f.StringVar(&opts.LanesBin, "lanes", "", "lanes binary for the lanes arm ($LANES; default this binary)")
+	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
+	return cmd
+}

@@ -163,3 +163,26 @@ func lanePackets(t *testing.T, l *lanesOn, iface string) map[string]uint64 {
 	}
 	return m
 }
+
+// TestUnbindLane: after UnbindLane, new sockets of the cgroup are no
+// longer labelled and its packets go to the default lane.
+func TestUnbindLane(t *testing.T) {
+	testutil.RequireRoot(t)
+	tp := newTopo(t, false)
+	l := setupLanes(t, tp)
+	if err := l.e.UnbindLane(lane.Interactive); err != nil {
+		t.Fatalf("UnbindLane: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(20*time.Second))
+	defer cancel()
+	const count = 300
+	cmd := startSender(t, ctx, tp, l.cg[lane.Interactive], -1, 100*time.Millisecond, count)
+	before := lanePackets(t, l, tp.srcIf)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sender: %v", err)
+	}
+	after := lanePackets(t, l, tp.srcIf)
+	if n := after[lane.Normal] - before[lane.Normal]; n < count*9/10 || after[lane.Interactive] != before[lane.Interactive] {
+		t.Errorf("after UnbindLane: normal +%d, interactive +%d packets; want all %d in normal", n, after[lane.Interactive]-before[lane.Interactive], count)
+	}
+}

@@ -156,27 +156,27 @@ func TestIdleYieldsToInteractive(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpu := OnlineCPUs() - 1
-	ci := startChild(t, fmt.Sprintf("spin 12s %d", cpu))
-	cb := startChild(t, fmt.Sprintf("spin 12s %d", cpu))
-	ci.line(t)
-	cb.line(t)
-	if err := inter.AddProc(ci.pid()); err != nil {
+	ci := testutil.StartChild(t, fmt.Sprintf("spin 12s %d", cpu))
+	cb := testutil.StartChild(t, fmt.Sprintf("spin 12s %d", cpu))
+	ci.Line(t)
+	cb.Line(t)
+	if err := inter.AddProc(ci.PID()); err != nil {
 		t.Fatal(err)
 	}
-	if err := bg.AddProc(cb.pid()); err != nil {
+	if err := bg.AddProc(cb.PID()); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.JoinThreads(cb.pid(), bgSettings); err != nil {
+	if err := e.JoinThreads(cb.PID(), bgSettings); err != nil {
 		t.Fatal(err)
 	}
 	// Pin after the move: joining a group with a cpuset (cgroup v2 with
 	// cpuset enabled) resets a task's affinity to the group's CPUs.
-	pin(t, ci.pid(), cpu)
-	pin(t, cb.pid(), cpu)
+	pin(t, ci.PID(), cpu)
+	pin(t, cb.PID(), cpu)
 	time.Sleep(200 * time.Millisecond)
-	i0, b0, w0 := cpuTime(t, ci.pid()), cpuTime(t, cb.pid()), time.Now()
+	i0, b0, w0 := cpuTime(t, ci.PID()), cpuTime(t, cb.PID()), time.Now()
 	time.Sleep(5 * time.Second)
-	i1, b1, wall := cpuTime(t, ci.pid()), cpuTime(t, cb.pid()), time.Since(w0)
+	i1, b1, wall := cpuTime(t, ci.PID()), cpuTime(t, cb.PID()), time.Since(w0)
 	di, db := i1-i0, b1-b0
 	share := float64(di) / float64(di+db)
 	t.Logf("CPU %d over %v: interactive %v (%.1f%% of the CPU), background %v (%.1f%%); interactive share %.2f%%",
@@ -200,19 +200,19 @@ func TestCapHoldsHostShare(t *testing.T) {
 	if err := e.Apply(g, lane.CPU{Weight: 10000, CapPercent: 20}); err != nil {
 		t.Fatal(err)
 	}
-	c := startChild(t, "spin 12s -1")
-	c.line(t)
-	if err := g.AddProc(c.pid()); err != nil {
+	c := testutil.StartChild(t, "spin 12s -1")
+	c.Line(t)
+	if err := g.AddProc(c.PID()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	p0, w0 := cpuTime(t, c.pid()), time.Now()
+	p0, w0 := cpuTime(t, c.PID()), time.Now()
 	u0, err := e.Usage(g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Second)
-	p1, wall := cpuTime(t, c.pid()), time.Since(w0)
+	p1, wall := cpuTime(t, c.PID()), time.Since(w0)
 	u1, err := e.Usage(g)
 	if err != nil {
 		t.Fatal(err)
@@ -260,15 +260,15 @@ func TestSchedIdleFallback(t *testing.T) {
 	_, e, gs := setup(t, 1)
 	g := gs[0]
 	e.groupIdle = false // as on a kernel without cpu.idle
-	c := startChild(t, "threads 4 30s")
-	c.line(t)
-	if err := g.AddProc(c.pid()); err != nil {
+	c := testutil.StartChild(t, "threads 4 30s")
+	c.Line(t)
+	if err := g.AddProc(c.PID()); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Apply(g, lane.CPU{Idle: true}); err != nil {
 		t.Fatal(err)
 	}
-	pol := threadPolicies(t, c.pid())
+	pol := threadPolicies(t, c.PID())
 	if len(pol) < 5 {
 		t.Fatalf("child has %d threads, want >= 5", len(pol))
 	}
@@ -280,14 +280,14 @@ func TestSchedIdleFallback(t *testing.T) {
 	if err := e.Apply(g, lane.CPU{Weight: 100}); err != nil {
 		t.Fatal(err)
 	}
-	for tid, p := range threadPolicies(t, c.pid()) {
+	for tid, p := range threadPolicies(t, c.PID()) {
 		if p != unix.SCHED_NORMAL {
 			t.Errorf("thread %d policy %d after normal Apply, want SCHED_NORMAL", tid, p)
 		}
 	}
 	procs, _ := g.Procs()
-	if !slices.Contains(procs, c.pid()) {
-		t.Errorf("Procs = %v, missing %d", procs, c.pid())
+	if !slices.Contains(procs, c.PID()) {
+		t.Errorf("Procs = %v, missing %d", procs, c.PID())
 	}
 }
 

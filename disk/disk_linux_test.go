@@ -40,9 +40,9 @@ func threadPrios(t *testing.T, pid int) map[int]prio {
 // per thread.
 func TestApplyProcessEveryThread(t *testing.T) {
 	testutil.RequireRoot(t)
-	c := startChild(t, "threads 4 30s")
-	c.line(t)
-	tids, err := threads(c.pid())
+	c := testutil.StartChild(t, "threads 4 30s")
+	c.Line(t)
+	tids, err := threads(c.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,15 +56,15 @@ func TestApplyProcessEveryThread(t *testing.T) {
 	if err := SetIOPrio(tids[2], lane.IORealtime, 6); err != nil {
 		t.Fatal(err)
 	}
-	orig := threadPrios(t, c.pid())
+	orig := threadPrios(t, c.PID())
 	if orig[tids[1]] != (prio{lane.IOBestEffort, 3}) || orig[tids[2]] != (prio{lane.IORealtime, 6}) {
 		t.Fatalf("SetIOPrio did not take: %v", orig)
 	}
-	saved, err := ApplyProcess(c.pid(), lane.Disk{Class: lane.IOIdle})
+	saved, err := ApplyProcess(c.PID(), lane.Disk{Class: lane.IOIdle})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for tid, p := range threadPrios(t, c.pid()) {
+	for tid, p := range threadPrios(t, c.PID()) {
 		if p.class != lane.IOIdle {
 			t.Errorf("thread %d: class %q after ApplyProcess(idle), want idle", tid, p.class)
 		}
@@ -72,14 +72,14 @@ func TestApplyProcessEveryThread(t *testing.T) {
 	if len(saved) != len(orig) {
 		t.Errorf("saved %d threads, want %d", len(saved), len(orig))
 	}
-	again, err := ApplyProcess(c.pid(), lane.Disk{Class: lane.IOIdle})
+	again, err := ApplyProcess(c.PID(), lane.Disk{Class: lane.IOIdle})
 	if err != nil || len(again) != 0 {
 		t.Errorf("second ApplyProcess = %v, %v; want nothing changed", again, err)
 	}
-	if err := RestoreProcess(c.pid(), saved); err != nil {
+	if err := RestoreProcess(c.PID(), saved); err != nil {
 		t.Fatal(err)
 	}
-	now := threadPrios(t, c.pid())
+	now := threadPrios(t, c.PID())
 	for tid, p := range orig {
 		if now[tid] != p {
 			t.Errorf("thread %d: %v after RestoreProcess, want %v", tid, now[tid], p)
@@ -89,14 +89,14 @@ func TestApplyProcessEveryThread(t *testing.T) {
 
 func TestApplyProcessNoneLeavesAlone(t *testing.T) {
 	testutil.RequireRoot(t)
-	c := startChild(t, "threads 2 30s")
-	c.line(t)
-	before := threadPrios(t, c.pid())
-	saved, err := ApplyProcess(c.pid(), lane.Disk{Class: lane.IONone, Level: 3})
+	c := testutil.StartChild(t, "threads 2 30s")
+	c.Line(t)
+	before := threadPrios(t, c.PID())
+	saved, err := ApplyProcess(c.PID(), lane.Disk{Class: lane.IONone, Level: 3})
 	if err != nil || len(saved) != 0 {
 		t.Fatalf("ApplyProcess(none) = %v, %v; want nothing saved", saved, err)
 	}
-	after := threadPrios(t, c.pid())
+	after := threadPrios(t, c.PID())
 	for tid, p := range before {
 		if after[tid] != p {
 			t.Errorf("thread %d changed from %v to %v", tid, p, after[tid])
@@ -108,15 +108,15 @@ func TestApplyProcessNoneLeavesAlone(t *testing.T) {
 // starts with the lane's I/O priority.
 func TestChildrenInherit(t *testing.T) {
 	testutil.RequireRoot(t)
-	c := startChild(t, "forker 30s")
-	c.line(t) // first grandchild, forked before
-	if _, err := ApplyProcess(c.pid(), lane.Disk{Class: lane.IOBestEffort, Level: 7}); err != nil {
+	c := testutil.StartChild(t, "forker 30s")
+	c.Line(t) // first grandchild, forked before
+	if _, err := ApplyProcess(c.PID(), lane.Disk{Class: lane.IOBestEffort, Level: 7}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.stdin.WriteString("go\n"); err != nil {
+	if _, err := c.Stdin.WriteString("go\n"); err != nil {
 		t.Fatal(err)
 	}
-	after, err := strconv.Atoi(c.line(t))
+	after, err := strconv.Atoi(c.Line(t))
 	if err != nil {
 		t.Fatal(err)
 	}

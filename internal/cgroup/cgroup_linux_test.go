@@ -3,7 +3,6 @@ package cgroup
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"reflect"
 	"runtime"
 	"slices"
@@ -73,9 +72,9 @@ func TestGroupLifecycle(t *testing.T) {
 	if !slices.ContainsFunc(groups, func(x Group) bool { return x.Name() == g.Name() }) {
 		t.Errorf("ListGroups does not list %s", g.Name())
 	}
-	c := startChild(t, "sleep 30s")
-	c.line(t)
-	if err := g.AddProc(c.pid()); err != nil {
+	c := testutil.StartChild(t, "sleep 30s")
+	c.Line(t)
+	if err := g.AddProc(c.PID()); err != nil {
 		t.Fatal(err)
 	}
 	err = g.Remove()
@@ -83,8 +82,8 @@ func TestGroupLifecycle(t *testing.T) {
 		t.Errorf("Remove with a member = %v, want ErrBusy", err)
 	}
 	procs, err := g.Procs()
-	if err != nil || !slices.Equal(procs, []int{c.pid()}) {
-		t.Errorf("Procs = %v, %v; want [%d]", procs, err, c.pid())
+	if err != nil || !slices.Equal(procs, []int{c.PID()}) {
+		t.Errorf("Procs = %v, %v; want [%d]", procs, err, c.PID())
 	}
 }
 
@@ -150,19 +149,19 @@ func inGroup(t *testing.T, h *Hierarchy, g Group, procPath string) bool {
 
 func TestDescendantsFollow(t *testing.T) {
 	h, g := newGroup(t)
-	c := startChild(t, "forker 30s")
-	before, err := strconv.Atoi(c.line(t))
+	c := testutil.StartChild(t, "forker 30s")
+	before, err := strconv.Atoi(c.Line(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc, err := Descendants(c.pid())
+	desc, err := Descendants(c.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(desc, before) {
-		t.Fatalf("Descendants(%d) = %v, missing grandchild %d", c.pid(), desc, before)
+		t.Fatalf("Descendants(%d) = %v, missing grandchild %d", c.PID(), desc, before)
 	}
-	for _, p := range append([]int{c.pid()}, desc...) {
+	for _, p := range append([]int{c.PID()}, desc...) {
 		if err := g.AddProc(p); err != nil {
 			t.Fatal(err)
 		}
@@ -171,10 +170,10 @@ func TestDescendantsFollow(t *testing.T) {
 		t.Errorf("grandchild %d forked before the move is not in %s", before, g.Name())
 	}
 	// Fork another one now that the child is in the group.
-	if _, err := c.stdin.WriteString("go\n"); err != nil {
+	if _, err := c.Stdin.WriteString("go\n"); err != nil {
 		t.Fatal(err)
 	}
-	after, err := strconv.Atoi(c.line(t))
+	after, err := strconv.Atoi(c.Line(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +184,7 @@ func TestDescendantsFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []int{c.pid(), before, after} {
+	for _, p := range []int{c.PID(), before, after} {
 		if !slices.Contains(procs, p) {
 			t.Errorf("Procs = %v, missing %d", procs, p)
 		}
@@ -194,37 +193,50 @@ func TestDescendantsFollow(t *testing.T) {
 
 func TestMultiThreadedMovesWhole(t *testing.T) {
 	h, g := newGroup(t)
-	c := startChild(t, "threads 4 30s")
-	c.line(t)
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(c.pid()) + "/task")
+	c := testutil.StartChild(t, "threads 4 30s")
+	c.Line(t)
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(c.PID()) + "/task")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tasks) < 5 {
 		t.Fatalf("child has %d threads, want >= 5", len(tasks))
 	}
-	// Pin every thread to the last CPU: the move must keep that.
+	// Pin every thread to the last CPU: the move must keep that. The Go
+	// runtime may start a thread from one not pinned yet: pin until all are.
 	var pinned unix.CPUSet
 	pinned.Set(runtime.NumCPU() - 1)
-	for tid := range affinities(c.pid()) {
-		if err := unix.SchedSetaffinity(tid, &pinned); err != nil {
-			t.Fatal(err)
+	for round := 0; ; round++ {
+		all := true
+		for tid, set := range affinities(c.PID()) {
+			if set != pinned {
+				all = false
+				if err := unix.SchedSetaffinity(tid, &pinned); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if all {
+			break
+		}
+		if round == 20 {
+			t.Fatal("threads of the child keep appearing unpinned")
 		}
 	}
-	if err := g.AddProc(c.pid()); err != nil {
+	if err := g.AddProc(c.PID()); err != nil {
 		t.Fatal(err)
 	}
-	tasks, err = os.ReadDir("/proc/" + strconv.Itoa(c.pid()) + "/task")
+	tasks, err = os.ReadDir("/proc/" + strconv.Itoa(c.PID()) + "/task")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for tid, set := range affinities(c.pid()) {
+	for tid, set := range affinities(c.PID()) {
 		if set != pinned {
 			t.Errorf("thread %d: affinity %v after the move, want %v as before", tid, set, pinned)
 		}
 	}
 	for _, task := range tasks {
-		p := "/proc/" + strconv.Itoa(c.pid()) + "/task/" + task.Name()
+		p := "/proc/" + strconv.Itoa(c.PID()) + "/task/" + task.Name()
 		if !inGroup(t, h, g, p) {
 			b, _ := os.ReadFile(p + "/cgroup")
 			t.Errorf("thread %s is not in %s:\n%s", task.Name(), g.Name(), b)
@@ -234,22 +246,22 @@ func TestMultiThreadedMovesWhole(t *testing.T) {
 
 func TestRestore(t *testing.T) {
 	h, g := newGroup(t)
-	c := startChild(t, "sleep 30s")
-	c.line(t)
-	orig, err := ProcMembership(c.pid())
+	c := testutil.StartChild(t, "sleep 30s")
+	c.Line(t)
+	orig, err := ProcMembership(c.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.AddProc(c.pid()); err != nil {
+	if err := g.AddProc(c.PID()); err != nil {
 		t.Fatal(err)
 	}
-	if !inGroup(t, h, g, "/proc/"+strconv.Itoa(c.pid())) {
+	if !inGroup(t, h, g, "/proc/"+strconv.Itoa(c.PID())) {
 		t.Fatal("child not in the group after AddProc")
 	}
-	if err := h.Restore(c.pid(), orig); err != nil {
+	if err := h.Restore(c.PID(), orig); err != nil {
 		t.Fatal(err)
 	}
-	now, err := ProcMembership(c.pid())
+	now, err := ProcMembership(c.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,19 +275,19 @@ func TestRestore(t *testing.T) {
 
 func TestAddTree(t *testing.T) {
 	h, g := newGroup(t)
-	c := startChild(t, "forker 30s")
-	grandchild, err := strconv.Atoi(c.line(t))
+	c := testutil.StartChild(t, "forker 30s")
+	grandchild, err := strconv.Atoi(c.Line(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := g.AddTree(c.pid())
+	moved, err := g.AddTree(c.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(moved, c.pid()) || !slices.Contains(moved, grandchild) {
-		t.Errorf("AddTree moved %v, want %d and %d", moved, c.pid(), grandchild)
+	if !slices.Contains(moved, c.PID()) || !slices.Contains(moved, grandchild) {
+		t.Errorf("AddTree moved %v, want %d and %d", moved, c.PID(), grandchild)
 	}
-	for _, p := range []int{c.pid(), grandchild} {
+	for _, p := range []int{c.PID(), grandchild} {
 		if !inGroup(t, h, g, "/proc/"+strconv.Itoa(p)) {
 			t.Errorf("process %d is not in %s after AddTree", p, g.Name())
 		}
@@ -304,15 +316,11 @@ func BenchmarkAddProc(b *testing.B) {
 			}
 		})
 	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"=threads 4 60s")
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c := testutil.StartChild(b, "threads 4 60s")
+	c.Line(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := gs[i%2].AddProc(cmd.Process.Pid); err != nil {
+		if err := gs[i%2].AddProc(c.PID()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -42,16 +42,13 @@ func cgroupID(dir string) (uint64, error) {
 // directory, e.g. /sys/fs/cgroup/unified/lanes-background): sockets created
 // in it, or in any cgroup below it, get the lane's class as their priority,
 // and packets of sockets created there before are classified by the egress
-// classifier. Call it after Apply; calling it again updates the binding.
+// classifier. Calling it again updates the binding. Before any applied plan
+// has the lane, the binding waits: Apply completes it.
 func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.objs == nil {
 		return fmt.Errorf("bind lane %s: %w", laneName, e.clsErr)
-	}
-	cls, err := e.classOf(laneName)
-	if err != nil {
-		return fmt.Errorf("bind lane %s: %w", laneName, err)
 	}
 	id, err := cgroupID(cgroupV2Dir)
 	if err != nil {
@@ -62,8 +59,11 @@ func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error {
 			return fmt.Errorf("bind lane %s: %w", laneName, err)
 		}
 	}
-	if err := e.objs.LaneOfCgroup.Put(id, cls); err != nil {
-		return fmt.Errorf("bind lane %s: map cgroup %d: %w", laneName, id, err)
+	cls, clsErr := e.classOf(laneName)
+	if clsErr == nil {
+		if err := e.objs.LaneOfCgroup.Put(id, cls); err != nil {
+			return fmt.Errorf("bind lane %s: map cgroup %d: %w", laneName, id, err)
+		}
 	}
 	if _, ok := e.cgLinks[cgroupV2Dir]; !ok {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupV2Dir, Attach: ebpf.AttachCGroupInetSockCreate, Program: e.objs.LanesSockCreate})
@@ -74,6 +74,10 @@ func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error {
 		e.cgLinks[cgroupV2Dir] = l
 	}
 	e.bound[laneName] = boundLane{dir: cgroupV2Dir, cgid: id}
+	if clsErr != nil {
+		e.logf("netsched: lane %s: cgroup %s (id %d) bound, class pending: %v", laneName, cgroupV2Dir, id, clsErr)
+		return nil
+	}
 	e.logf("netsched: lane %s: cgroup %s (id %d) -> class %x:%x", laneName, cgroupV2Dir, id, cls>>16, cls&0xffff)
 	return nil
 }

@@ -186,3 +186,33 @@ func TestUnbindLane(t *testing.T) {
 		t.Errorf("after UnbindLane: normal +%d, interactive +%d packets; want all %d in normal", n, after[lane.Interactive]-before[lane.Interactive], count)
 	}
 }
+
+// TestBindBeforeApply: a lane bound before any plan has it is classified
+// once Apply brings the plan.
+func TestBindBeforeApply(t *testing.T) {
+	testutil.RequireRoot(t)
+	tp := newTopo(t, false)
+	e := newEnforcer(t, tp.src, nil)
+	cg := newCgroup(t, "ltbb")
+	if err := e.BindLane(lane.Background, cg); err != nil {
+		t.Fatalf("BindLane before Apply: %v", err)
+	}
+	p := testPlan(t, shapingConfig, tp.srcIf, e.Leaf())
+	if err := e.Apply(context.Background(), p); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Remove(tp.srcIf) })
+	l := &lanesOn{e: e, plan: p}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(20*time.Second))
+	defer cancel()
+	const count = 300
+	cmd := startSender(t, ctx, tp, cg, -1, 100*time.Millisecond, count)
+	before := lanePackets(t, l, tp.srcIf)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sender: %v", err)
+	}
+	after := lanePackets(t, l, tp.srcIf)
+	if n := after[lane.Background] - before[lane.Background]; n < count*9/10 {
+		t.Errorf("lane bound before Apply: background +%d packets, want %d", n, count)
+	}
+}

@@ -129,6 +129,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 	e.ingErr = firstErr(
 		e.clsErr,
 		features.HaveIFB(),
+		features.HaveMirredRedirect(),
 		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp),
 		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupUdp),
 		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
@@ -165,7 +166,7 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "none: every packet goes to the default lane", Reason: e.clsErr.Error()})
 	}
 	if e.ingErr == nil {
-		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB (u32 + mirred redirect), lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, bpf_sk_lookup_tcp/udp and bpf_sk_storage_get in tc", OK: true})
+		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB (u32 + mirred redirect), lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, u32 + mirred, bpf_sk_lookup_tcp/udp and bpf_sk_storage_get in tc", OK: true})
 	} else {
 		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "none: downloads are not shaped", Reason: e.ingErr.Error()})
 	}

@@ -95,6 +95,38 @@ var ifbProbe = &Probe{Name: "ifb device", Fn: func() error {
 // HaveIFB says whether IFB devices can be created (download shaping).
 func HaveIFB() error { return ifbProbe.Result() }
 
+var redirectProbe = &Probe{Name: "tc u32 filter with mirred redirect", Fn: func() error {
+	return inThrowawayNetns(func(h *netlink.Handle) error {
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return fmt.Errorf("find lo: %w", err)
+		}
+		idx := lo.Attrs().Index
+		err = h.QdiscAdd(&netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}})
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) {
+			return Missing("qdisc clsact", "CONFIG_NET_SCH_INGRESS", err)
+		} else if err != nil {
+			return fmt.Errorf("add clsact on lo: %w", err)
+		}
+		err = h.FilterAdd(&netlink.U32{
+			FilterAttrs: netlink.FilterAttrs{LinkIndex: idx, Parent: netlink.HANDLE_MIN_INGRESS, Priority: 1, Protocol: unix.ETH_P_ALL},
+			RedirIndex:  idx,
+		})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP):
+			return Missing("tc u32 filter with mirred action", "CONFIG_NET_CLS_U32 and CONFIG_NET_ACT_MIRRED", err)
+		default:
+			return fmt.Errorf("add u32 mirred filter on lo: %w", err)
+		}
+	})
+}}
+
+// HaveMirredRedirect says whether a u32 filter with a mirred redirect
+// action can be attached (how downloads reach an IFB).
+func HaveMirredRedirect() error { return redirectProbe.Result() }
+
 var bpfHelperProbes = map[string]*Probe{}
 
 // HaveBPFHelper says whether programs of type pt may call helper fn on this

@@ -25,6 +25,7 @@ func TestNetProbes(t *testing.T) {
 		{"qdisc fq_codel", HaveQdisc("fq_codel")},
 		{"qdisc no-such-kind", HaveQdisc("lanesnosuch")},
 		{"ifb", HaveIFB()},
+		{"u32 + mirred", HaveMirredRedirect()},
 		{"cgroup sock program", HaveBPFProgramType(ebpf.CGroupSock)},
 		{"sk_lookup_tcp in tc", HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp)},
 		{"sk_cgroup_id in tc", HaveBPFHelper(ebpf.SchedCLS, asm.FnSkCgroupId)},

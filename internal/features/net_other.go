@@ -13,6 +13,10 @@ func HaveQdisc(kind string) error { return Missing("qdisc "+kind, "Linux", nil) 
 // HaveIFB says whether IFB devices can be created.
 func HaveIFB() error { return Missing("ifb device", "Linux", nil) }
 
+// HaveMirredRedirect says whether a u32 filter with a mirred redirect can
+// be attached.
+func HaveMirredRedirect() error { return Missing("tc u32 filter with mirred action", "Linux", nil) }
+
 // HaveBPFHelper says whether programs of type pt may call helper fn.
 func HaveBPFHelper(pt ebpf.ProgramType, fn asm.BuiltinFunc) error {
 	return Missing("bpf helper "+fn.String(), "Linux", nil)

@@ -10,9 +10,9 @@ import (
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
-// TestNetProbes checks that the network probes give conclusive answers and
-// agree with each other: a kind that does not exist must be reported
-// missing, and HTB (which lanes needs, and this kernel has) present.
+// TestNetProbes checks that the network probes lanes relies on give
+// conclusive answers: a qdisc kind that does not exist must be reported
+// missing, and HTB (which lanes needs) present.
 func TestNetProbes(t *testing.T) {
 	testutil.RequireRoot(t)
 	tests := []struct {
@@ -28,7 +28,9 @@ func TestNetProbes(t *testing.T) {
 		{"u32 + mirred", HaveMirredRedirect()},
 		{"cgroup sock program", HaveBPFProgramType(ebpf.CGroupSock)},
 		{"sk_lookup_tcp in tc", HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp)},
-		{"sk_cgroup_id in tc", HaveBPFHelper(ebpf.SchedCLS, asm.FnSkCgroupId)},
+		{"skb_ancestor_cgroup_id in tc", HaveBPFHelper(ebpf.SchedCLS, asm.FnSkbAncestorCgroupId)},
+		{"sk_storage_get in tc", HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet)},
+		{"get_current_ancestor_cgroup_id in cgroup sock", HaveBPFHelper(ebpf.CGroupSock, asm.FnGetCurrentAncestorCgroupId)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

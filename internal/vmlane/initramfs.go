@@ -36,7 +36,13 @@ var DefaultModules = []string{
 // libraries; the optional ones only when the host has them.
 var (
 	DefaultTools  = []string{"ip", "tc"}
-	OptionalTools = []string{"ethtool", "iperf3", "bpftool", "irtt", "fio", "stress-ng", "useradd", "userdel"}
+	OptionalTools = []string{
+		"dash", "bash", "ethtool", "iperf3", "bpftool", "irtt", "fio", "stress-ng", "useradd", "userdel",
+		// Busybox applets that run other programs prefer busybox's own
+		// applets over PATH (busybox nsenter ... tc runs busybox tc):
+		// the real ones look in PATH.
+		"nsenter", "unshare", "chrt", "taskset", "ionice", "nice", "timeout", "env", "xargs", "setpriv",
+	}
 )
 
 // Binary is a test binary built for one package.
@@ -89,6 +95,11 @@ func BuildInitramfs(ctx context.Context, g Guest, k *Kernel, scratch, out string
 	for _, tool := range g.Tools {
 		if err := addTool(ctx, t, tool); err != nil {
 			return ModuleReport{}, 0, err
+		}
+		if filepath.Base(tool) == "dash" {
+			// Busybox ash runs its own applets before PATH, so `sh -c "tc
+			// ..."` would get busybox's tc; dash looks in PATH.
+			t.Symlink("bin/sh", "/usr/sbin/dash")
 		}
 	}
 	t.File("init", 0o755, guestInit)

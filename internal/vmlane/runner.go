@@ -257,9 +257,9 @@ func runHost(ctx context.Context, o Options) *KernelRun {
 		if ee, ok := err.(*exec.ExitError); ok {
 			r.DoctorRC = ee.ExitCode()
 		}
-		ctx, cancel = context.WithTimeout(ctx, time.Minute)
-		js, _ := exec.CommandContext(ctx, o.Lanes, "doctor", "--json").Output()
-		cancel()
+		jctx, jcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		js, _ := exec.CommandContext(jctx, o.Lanes, "doctor", "--json").Output()
+		jcancel()
 		if r.Mechs, err = ParseDoctorJSON(string(js)); err != nil {
 			o.Logf("host: %v", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lanes-qos/lanes/internal/netprobe"
 	"reflect"
 	"slices"
 	"sync"
@@ -99,11 +100,11 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		return nil, fmt.Errorf("open netlink: %w", err)
 	}
 
-	if e.htbErr = features.HaveQdisc("htb"); e.htbErr != nil {
+	if e.htbErr = netprobe.HaveQdisc("htb"); e.htbErr != nil {
 		e.Close()
 		return nil, fmt.Errorf("network enforcement: %w", e.htbErr)
 	}
-	switch err := features.HaveQdisc("fq_codel"); {
+	switch err := netprobe.HaveQdisc("fq_codel"); {
 	case err == nil:
 		e.leaf, e.leafWhy = LeafFqCodel, "fq_codel present"
 	default:
@@ -111,12 +112,12 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 	}
 
 	e.clsErr = firstErr(
-		features.HaveQdisc("clsact"),
-		features.HaveBPFProgramType(ebpf.CGroupSock),
-		features.HaveBPFProgramType(ebpf.SchedCLS),
-		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkbAncestorCgroupId),
-		features.HaveBPFHelper(ebpf.CGroupSock, asm.FnGetCurrentAncestorCgroupId),
-		features.HaveBPFHelper(ebpf.CGroupSock, asm.FnSkStorageGet),
+		netprobe.HaveQdisc("clsact"),
+		netprobe.HaveBPFProgramType(ebpf.CGroupSock),
+		netprobe.HaveBPFProgramType(ebpf.SchedCLS),
+		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkbAncestorCgroupId),
+		netprobe.HaveBPFHelper(ebpf.CGroupSock, asm.FnGetCurrentAncestorCgroupId),
+		netprobe.HaveBPFHelper(ebpf.CGroupSock, asm.FnSkStorageGet),
 	)
 	if e.clsErr == nil {
 		var objs lanesbpf.LanesObjects
@@ -128,11 +129,11 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 	}
 	e.ingErr = firstErr(
 		e.clsErr,
-		features.HaveIFB(),
-		features.HaveMirredRedirect(),
-		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp),
-		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupUdp),
-		features.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
+		netprobe.HaveIFB(),
+		netprobe.HaveMirredRedirect(),
+		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp),
+		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupUdp),
+		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
 	)
 	return e, nil
 }

@@ -3,6 +3,7 @@ package netsched
 import (
 	"context"
 	"errors"
+	"github.com/lanes-qos/lanes/internal/netprobe"
 	"strings"
 	"sync"
 	"testing"
@@ -163,7 +164,7 @@ func TestApplyBadInput(t *testing.T) {
 		{"missing interface", missing, "interface nosuchdev0", nil},
 		{"zero rate", zero, "zero rate", ErrBadPlan},
 	}
-	if features.HaveQdisc("fq_codel") != nil {
+	if netprobe.HaveQdisc("fq_codel") != nil {
 		// The kernel lacks fq_codel: Apply fails after the HTB root and
 		// the first class exist, and must undo them.
 		lacking := testPlan(t, "[net]\nrate = \"19mbit\"\ningress = true\n", "v-a", LeafFqCodel)

@@ -1,6 +1,7 @@
 package netsched
 
 import (
+	"github.com/lanes-qos/lanes/internal/netprobe"
 	"testing"
 
 	"github.com/lanes-qos/lanes/internal/features"
@@ -17,10 +18,10 @@ func TestMechanismsMatchProbes(t *testing.T) {
 	}
 	defer e.Close()
 	wantLeaf := LeafBfifo
-	if features.HaveQdisc("fq_codel") == nil {
+	if netprobe.HaveQdisc("fq_codel") == nil {
 		wantLeaf = LeafFqCodel
 	}
-	ingressOK := features.HaveIFB() == nil
+	ingressOK := netprobe.HaveIFB() == nil
 	ms := map[string]features.Mechanism{}
 	for _, m := range e.Mechanisms() {
 		ms[m.Resource] = m

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/lanes-qos/lanes/internal/cgroup"
 )
@@ -26,28 +25,13 @@ func hierarchy() (*cgroup.Hierarchy, error) {
 	return h, err
 }
 
-var (
-	cgroupProbesMu sync.Mutex
-	v2CtrlProbes   = map[string]*Probe{}
-	v1CtrlProbes   = map[string]*Probe{}
-)
-
-func probeFor(m map[string]*Probe, name string, fn func() error) *Probe {
-	cgroupProbesMu.Lock()
-	defer cgroupProbesMu.Unlock()
-	p, ok := m[name]
-	if !ok {
-		p = &Probe{Name: name, Fn: fn}
-		m[name] = p
-	}
-	return p
-}
+var v2CtrlProbes, v1CtrlProbes ProbeSet
 
 // HaveCgroupV2Controller says whether the v2 hierarchy offers controller
 // name (listed in the root's cgroup.controllers, so that it can be
 // enabled for lanes' groups).
 func HaveCgroupV2Controller(name string) error {
-	return probeFor(v2CtrlProbes, name, func() error { return haveV2Controller(name) }).Result()
+	return v2CtrlProbes.Get(name, func() error { return haveV2Controller(name) }).Result()
 }
 
 func haveV2Controller(name string) error {
@@ -77,7 +61,7 @@ func haveV2Controller(name string) error {
 // HaveV1Controller says whether a cgroup v1 hierarchy with controller name
 // is mounted.
 func HaveV1Controller(name string) error {
-	return probeFor(v1CtrlProbes, name, func() error {
+	return v1CtrlProbes.Get(name, func() error {
 		h, err := hierarchy()
 		if err != nil {
 			return err

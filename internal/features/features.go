@@ -73,3 +73,25 @@ func (p *Probe) Result() error {
 	}
 	return fmt.Errorf("probe %s: %w", p.Name, err)
 }
+
+// ProbeSet memoises probes by name (a qdisc kind, a helper): each name's
+// probe runs once its answer is conclusive. The zero value is ready.
+type ProbeSet struct {
+	mu sync.Mutex
+	m  map[string]*Probe
+}
+
+// Get returns the probe for name, creating it with fn the first time.
+func (s *ProbeSet) Get(name string, fn func() error) *Probe {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*Probe{}
+	}
+	p, ok := s.m[name]
+	if !ok {
+		p = &Probe{Name: name, Fn: fn}
+		s.m[name] = p
+	}
+	return p
+}

@@ -1,7 +1,8 @@
-package features
+package netprobe
 
 import (
 	"errors"
+	"github.com/lanes-qos/lanes/internal/features"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -34,14 +35,14 @@ func TestNetProbes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.err != nil && !errors.Is(tt.err, ErrNotSupported) {
+			if tt.err != nil && !errors.Is(tt.err, features.ErrNotSupported) {
 				t.Fatalf("inconclusive: %v", tt.err)
 			}
 			t.Logf("%s: %v", tt.name, tt.err)
 		})
 	}
-	if err := HaveQdisc("lanesnosuch"); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("HaveQdisc(lanesnosuch) = %v, want ErrNotSupported", err)
+	if err := HaveQdisc("lanesnosuch"); !errors.Is(err, features.ErrNotSupported) {
+		t.Errorf("HaveQdisc(lanesnosuch) = %v, want features.ErrNotSupported", err)
 	}
 	if err := HaveQdisc("htb"); err != nil {
 		t.Errorf("HaveQdisc(htb) = %v; lanes needs HTB", err)

@@ -1,28 +1,31 @@
 //go:build !linux
 
-package features
+package netprobe
 
 import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/lanes-qos/lanes/internal/features"
 )
 
 // HaveQdisc says whether the kernel has the qdisc kind.
-func HaveQdisc(kind string) error { return Missing("qdisc "+kind, "Linux", nil) }
+func HaveQdisc(kind string) error { return features.Missing("qdisc "+kind, "Linux", nil) }
 
 // HaveIFB says whether IFB devices can be created.
-func HaveIFB() error { return Missing("ifb device", "Linux", nil) }
+func HaveIFB() error { return features.Missing("ifb device", "Linux", nil) }
 
 // HaveMirredRedirect says whether a u32 filter with a mirred redirect can
 // be attached.
-func HaveMirredRedirect() error { return Missing("tc u32 filter with mirred action", "Linux", nil) }
+func HaveMirredRedirect() error {
+	return features.Missing("tc u32 filter with mirred action", "Linux", nil)
+}
 
 // HaveBPFHelper says whether programs of type pt may call helper fn.
 func HaveBPFHelper(pt ebpf.ProgramType, fn asm.BuiltinFunc) error {
-	return Missing("bpf helper "+fn.String(), "Linux", nil)
+	return features.Missing("bpf helper "+fn.String(), "Linux", nil)
 }
 
 // HaveBPFProgramType says whether programs of type pt can be loaded.
 func HaveBPFProgramType(pt ebpf.ProgramType) error {
-	return Missing("bpf program type "+pt.String(), "Linux", nil)
+	return features.Missing("bpf program type "+pt.String(), "Linux", nil)
 }

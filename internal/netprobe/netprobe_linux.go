@@ -1,8 +1,9 @@
-package features
+package netprobe
 
 import (
 	"errors"
 	"fmt"
+	"github.com/lanes-qos/lanes/internal/features"
 	"runtime"
 
 	"github.com/cilium/ebpf"
@@ -13,13 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var qdiscProbes = map[string]*Probe{}
+var qdiscProbes features.ProbeSet
 
 // HaveQdisc says whether the kernel has the qdisc kind (e.g. "fq_codel",
 // "htb", "bfifo", "clsact"). The probe is conclusive: it creates the qdisc
 // on the loopback device of a throwaway network namespace.
 func HaveQdisc(kind string) error {
-	return probeFor(qdiscProbes, "qdisc "+kind, func() error { return probeQdisc(kind) }).Result()
+	return qdiscProbes.Get("qdisc "+kind, func() error { return probeQdisc(kind) }).Result()
 }
 
 func probeQdisc(kind string) error {
@@ -52,7 +53,7 @@ func probeQdisc(kind string) error {
 		case err == nil:
 			return nil
 		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP):
-			return Missing("qdisc "+kind, "CONFIG_NET_SCH_"+kconfigName(kind), err)
+			return features.Missing("qdisc "+kind, "CONFIG_NET_SCH_"+kconfigName(kind), err)
 		default:
 			return fmt.Errorf("add qdisc %s on lo: %w", kind, err)
 		}
@@ -78,14 +79,14 @@ func kconfigName(kind string) string {
 	return string(b)
 }
 
-var ifbProbe = &Probe{Name: "ifb device", Fn: func() error {
+var ifbProbe = &features.Probe{Name: "ifb device", Fn: func() error {
 	return inThrowawayNetns(func(h *netlink.Handle) error {
 		err := h.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "lanesprobe0"}})
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOENT):
-			return Missing("ifb device", "CONFIG_IFB", err)
+			return features.Missing("ifb device", "CONFIG_IFB", err)
 		default:
 			return fmt.Errorf("add ifb link: %w", err)
 		}
@@ -95,7 +96,7 @@ var ifbProbe = &Probe{Name: "ifb device", Fn: func() error {
 // HaveIFB says whether IFB devices can be created (download shaping).
 func HaveIFB() error { return ifbProbe.Result() }
 
-var redirectProbe = &Probe{Name: "tc u32 filter with mirred redirect", Fn: func() error {
+var redirectProbe = &features.Probe{Name: "tc u32 filter with mirred redirect", Fn: func() error {
 	return inThrowawayNetns(func(h *netlink.Handle) error {
 		lo, err := h.LinkByName("lo")
 		if err != nil {
@@ -104,7 +105,7 @@ var redirectProbe = &Probe{Name: "tc u32 filter with mirred redirect", Fn: func(
 		idx := lo.Attrs().Index
 		err = h.QdiscAdd(&netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}})
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) {
-			return Missing("qdisc clsact", "CONFIG_NET_SCH_INGRESS", err)
+			return features.Missing("qdisc clsact", "CONFIG_NET_SCH_INGRESS", err)
 		} else if err != nil {
 			return fmt.Errorf("add clsact on lo: %w", err)
 		}
@@ -116,7 +117,7 @@ var redirectProbe = &Probe{Name: "tc u32 filter with mirred redirect", Fn: func(
 		case err == nil:
 			return nil
 		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP):
-			return Missing("tc u32 filter with mirred action", "CONFIG_NET_CLS_U32 and CONFIG_NET_ACT_MIRRED", err)
+			return features.Missing("tc u32 filter with mirred action", "CONFIG_NET_CLS_U32 and CONFIG_NET_ACT_MIRRED", err)
 		default:
 			return fmt.Errorf("add u32 mirred filter on lo: %w", err)
 		}
@@ -127,13 +128,13 @@ var redirectProbe = &Probe{Name: "tc u32 filter with mirred redirect", Fn: func(
 // action can be attached (how downloads reach an IFB).
 func HaveMirredRedirect() error { return redirectProbe.Result() }
 
-var bpfHelperProbes = map[string]*Probe{}
+var bpfHelperProbes features.ProbeSet
 
 // HaveBPFHelper says whether programs of type pt may call helper fn on this
 // kernel (the verifier is asked, not the version).
 func HaveBPFHelper(pt ebpf.ProgramType, fn asm.BuiltinFunc) error {
 	name := fmt.Sprintf("bpf helper %v in %v", fn, pt)
-	return probeFor(bpfHelperProbes, name, func() error {
+	return bpfHelperProbes.Get(name, func() error {
 		return bpfAnswer(name, ebpffeatures.HaveProgramHelper(pt, fn))
 	}).Result()
 }
@@ -141,7 +142,7 @@ func HaveBPFHelper(pt ebpf.ProgramType, fn asm.BuiltinFunc) error {
 // HaveBPFProgramType says whether programs of type pt can be loaded.
 func HaveBPFProgramType(pt ebpf.ProgramType) error {
 	name := fmt.Sprintf("bpf program type %v", pt)
-	return probeFor(bpfHelperProbes, name, func() error {
+	return bpfHelperProbes.Get(name, func() error {
 		return bpfAnswer(name, ebpffeatures.HaveProgramType(pt))
 	}).Result()
 }
@@ -149,7 +150,7 @@ func HaveBPFProgramType(pt ebpf.ProgramType) error {
 // bpfAnswer turns cilium/ebpf's "not supported" into ours.
 func bpfAnswer(name string, err error) error {
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return Missing(name, "", err)
+		return features.Missing(name, "", err)
 	}
 	return err
 }

@@ -147,12 +147,12 @@ type Status struct {
 	Config     string    `json:"config"`
 	ConfigLoad time.Time `json:"config_loaded"`
 	// ConfigError is set when the last reload failed (the running config was kept).
-	ConfigError string               `json:"config_error,omitempty"`
-	StateDB     string               `json:"state_db"`
-	Events      string               `json:"events"` // "proc connector" or "polling"
+	ConfigError string      `json:"config_error,omitempty"`
+	StateDB     string      `json:"state_db"`
+	Events      string      `json:"events"` // "proc connector" or "polling"
 	Mechanisms  []Mechanism `json:"mechanisms"`
-	Lanes       []Lane               `json:"lanes"`
-	Health      []Health             `json:"health,omitempty"`
+	Lanes       []Lane      `json:"lanes"`
+	Health      []Health    `json:"health,omitempty"`
 }
 
 // Mechanism is one line of `lanes doctor`: a resource, the backend lanes
@@ -167,7 +167,7 @@ type Mechanism struct {
 
 // DoctorResponse is the body of GET /v1/doctor.
 type DoctorResponse struct {
-	Kernel     string               `json:"kernel"`
+	Kernel     string      `json:"kernel"`
 	Mechanisms []Mechanism `json:"mechanisms"`
 }
 

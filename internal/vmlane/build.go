@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Package is a package of the module with tests.
@@ -59,22 +60,41 @@ func BuildTests(ctx context.Context, root string, pkgs []Package, out string) (b
 		return nil, nil, fmt.Errorf("build tests: %w", err)
 	}
 	failed = map[string]error{}
-	for _, p := range pkgs {
-		name := strings.ReplaceAll(p.Rel, "/", "_")
-		if name == "." {
-			name = "root"
+	built := make([]*Binary, len(pkgs))
+	errs := make([]error, len(pkgs))
+	// Two builds at once: linking dominates and is single-threaded.
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, p := range pkgs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			name := strings.ReplaceAll(p.Rel, "/", "_")
+			if name == "." {
+				name = "root"
+			}
+			bin := filepath.Join(out, name+".test")
+			os.Remove(bin)
+			if _, err := goCmd(ctx, root, []string{"CGO_ENABLED=0"}, "test", "-c", "-ldflags=-s -w", "-o", bin, "./"+p.Rel); err != nil {
+				errs[i] = err
+				return
+			}
+			if _, err := os.Stat(bin); err != nil {
+				errs[i] = fmt.Errorf("go test -c wrote no binary (no tests?): %w", err)
+				return
+			}
+			built[i] = &Binary{Package: p.Rel, Path: bin, Dir: p.Dir}
+		}()
+	}
+	wg.Wait()
+	for i, p := range pkgs {
+		switch {
+		case errs[i] != nil:
+			failed[p.Rel] = errs[i]
+		case built[i] != nil:
+			bins = append(bins, *built[i])
 		}
-		bin := filepath.Join(out, name+".test")
-		os.Remove(bin)
-		if _, err := goCmd(ctx, root, []string{"CGO_ENABLED=0"}, "test", "-c", "-ldflags=-s -w", "-o", bin, "./"+p.Rel); err != nil {
-			failed[p.Rel] = err
-			continue
-		}
-		if _, err := os.Stat(bin); err != nil {
-			failed[p.Rel] = fmt.Errorf("go test -c wrote no binary (no tests?): %w", err)
-			continue
-		}
-		bins = append(bins, Binary{Package: p.Rel, Path: bin, Dir: p.Dir})
 	}
 	return bins, failed, nil
 }

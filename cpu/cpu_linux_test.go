@@ -3,10 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math/rand"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -123,25 +120,6 @@ func TestApplyIdempotentTransitions(t *testing.T) {
 	}
 }
 
-// cpuTime is the CPU time pid has used (utime+stime of /proc/PID/stat).
-func cpuTime(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// f[0] is field 3 (state): utime and stime are fields 14 and 15.
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("parse %s: %v %v", s, err1, err2)
-	}
-	const userHZ = 100 // USER_HZ, fixed by the Linux ABI
-	return time.Duration(ut+st) * time.Second / userHZ
-}
-
 // TestIdleYieldsToInteractive pins two busy loops to one CPU, one in an
 // interactive group (weight 1000), one in a background group (idle), and
 // checks that the interactive loop gets at least 95 % of what the two get.
@@ -174,9 +152,9 @@ func TestIdleYieldsToInteractive(t *testing.T) {
 	pin(t, ci.PID(), cpu)
 	pin(t, cb.PID(), cpu)
 	time.Sleep(200 * time.Millisecond)
-	i0, b0, w0 := cpuTime(t, ci.PID()), cpuTime(t, cb.PID()), time.Now()
+	i0, b0, w0 := testutil.ProcCPUTime(t, ci.PID()), testutil.ProcCPUTime(t, cb.PID()), time.Now()
 	time.Sleep(5 * time.Second)
-	i1, b1, wall := cpuTime(t, ci.PID()), cpuTime(t, cb.PID()), time.Since(w0)
+	i1, b1, wall := testutil.ProcCPUTime(t, ci.PID()), testutil.ProcCPUTime(t, cb.PID()), time.Since(w0)
 	di, db := i1-i0, b1-b0
 	share := float64(di) / float64(di+db)
 	t.Logf("CPU %d over %v: interactive %v (%.1f%% of the CPU), background %v (%.1f%%); interactive share %.2f%%",
@@ -206,13 +184,13 @@ func TestCapHoldsHostShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	p0, w0 := cpuTime(t, c.PID()), time.Now()
+	p0, w0 := testutil.ProcCPUTime(t, c.PID()), time.Now()
 	u0, err := e.Usage(g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Second)
-	p1, wall := cpuTime(t, c.PID()), time.Since(w0)
+	p1, wall := testutil.ProcCPUTime(t, c.PID()), time.Since(w0)
 	u1, err := e.Usage(g)
 	if err != nil {
 		t.Fatal(err)

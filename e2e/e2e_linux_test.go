@@ -726,10 +726,10 @@ func TestCPUThroughLanes(t *testing.T) {
 	}
 	fg, bg := spinIn("interactive", "taskset", "-c", "0"), spinIn("background", "taskset", "-c", "0")
 	time.Sleep(time.Second)
-	f0, b0 := cpuTime(t, fg.Process.Pid), cpuTime(t, bg.Process.Pid)
+	f0, b0 := testutil.ProcCPUTime(t, fg.Process.Pid), testutil.ProcCPUTime(t, bg.Process.Pid)
 	t0 := time.Now()
 	time.Sleep(5 * time.Second)
-	f1, b1 := cpuTime(t, fg.Process.Pid), cpuTime(t, bg.Process.Pid)
+	f1, b1 := testutil.ProcCPUTime(t, fg.Process.Pid), testutil.ProcCPUTime(t, bg.Process.Pid)
 	wall := time.Since(t0)
 	fgShare := (f1 - f0).Seconds() / wall.Seconds()
 	bgShare := (b1 - b0).Seconds() / wall.Seconds()
@@ -739,10 +739,10 @@ func TestCPUThroughLanes(t *testing.T) {
 
 	c := spinIn("capped")
 	time.Sleep(time.Second)
-	c0 := cpuTime(t, c.Process.Pid)
+	c0 := testutil.ProcCPUTime(t, c.Process.Pid)
 	t0 = time.Now()
 	time.Sleep(5 * time.Second)
-	capShare := (cpuTime(t, c.Process.Pid) - c0).Seconds() / time.Since(t0).Seconds() / float64(numCPU(t))
+	capShare := (testutil.ProcCPUTime(t, c.Process.Pid) - c0).Seconds() / time.Since(t0).Seconds() / float64(numCPU(t))
 	t.Logf("capped lane: %.1f%% of the host", 100*capShare)
 	testutil.RequireTiming(t)
 	if fgShare < 0.95 {
@@ -769,18 +769,4 @@ func numCPU(t *testing.T) int {
 		n += z - a + 1
 	}
 	return n
-}
-
-// cpuTime is the CPU time of a process, utime + stime.
-func cpuTime(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }

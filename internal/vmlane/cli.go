@@ -34,6 +34,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	console := fs.Bool("console", false, "echo each guest's console to stderr as it runs")
 	run := fs.String("run", "", "only tests matching this regexp (-test.run)")
 	mem := fs.Int("mem", 1024, "guest memory in MB (raised when the initramfs is large)")
+	hostDirs := fs.String("host-dirs", "", "comma-separated host directories the tests read by absolute path, copied into each guest at the same path")
 	parallel := fs.Int("parallel", 1, "VMs to boot at once (each uses one host core; the host lane always runs alone)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -121,6 +122,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *console {
 		o.Console = stderr
+	}
+	if *hostDirs != "" {
+		o.HostDirs = strings.Split(*hostDirs, ",")
 	}
 	runs := Run(ctx, o)
 	WriteText(stdout, runs)

@@ -60,6 +60,7 @@ type Guest struct {
 	Lanes    string   // static lanes CLI, or "" when it is not built
 	Modules  []string // wanted module names
 	TestArgs []string // extra arguments for every test binary
+	HostDirs []string // host directories copied to the same path in the guest
 }
 
 // ModuleReport says what happened to each wanted module for one kernel.
@@ -135,6 +136,11 @@ func BuildInitramfs(ctx context.Context, g Guest, k *Kernel, scratch, out string
 	}
 	t.File("etc/vmlane/tests", 0o644, []byte(list.String()))
 	t.File("etc/vmlane/testargs", 0o644, []byte(strings.Join(g.TestArgs, "\n")+"\n"))
+	for _, d := range g.HostDirs {
+		if err := addHostDir(t, d); err != nil {
+			return rep, 0, err
+		}
+	}
 	if g.Lanes != "" {
 		t.Copy("usr/local/bin/lanes", 0o755, g.Lanes)
 	}
@@ -238,6 +244,30 @@ func addPackageFiles(t Tree, srcDir, dstDir string) error {
 			if info.Size() <= maxFile {
 				t.Copy(dst, uint32(info.Mode().Perm()), p)
 			}
+		}
+		return nil
+	})
+}
+
+// addHostDir copies a host directory's regular files to the same path.
+func addHostDir(t Tree, dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("host dir: %w", err)
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("host dir %s: %w", dir, err)
+		}
+		switch {
+		case d.IsDir():
+			t.Dir(p)
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			t.Copy(p, uint32(info.Mode().Perm())|0o444, p)
 		}
 		return nil
 	})

@@ -51,3 +51,25 @@ func TestAddPackageFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestAddHostDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sub", "trace.up"), []byte("1\n2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr := Tree{}
+	if err := addHostDir(tr, dir); err != nil {
+		t.Fatal(err)
+	}
+	p := clean(filepath.Join(dir, "sub", "trace.up"))
+	e, ok := tr[p]
+	if !ok || e.from != filepath.Join(dir, "sub", "trace.up") || e.mode != modeFile|0o644 {
+		t.Fatalf("entry %q = %+v (present %v), want a readable copy at the same path", p, e, ok)
+	}
+	if _, ok := tr[clean(dir)]; !ok {
+		t.Errorf("directory %s missing", dir)
+	}
+}

@@ -34,7 +34,8 @@ type Options struct {
 	Resolved map[string]*Kernel
 	Logf     func(format string, args ...any)
 
-	Parallel int // VMs booted at once (each takes one host core)
+	Parallel int      // VMs booted at once (each takes one host core)
+	HostDirs []string // host directories the tests read, copied to the same path
 	// ConsoleDir keeps each kernel's last console as console-<kernel>.log;
 	// "" keeps none.
 	ConsoleDir string
@@ -165,7 +166,7 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	}
 	t = time.Now()
 	initrd := filepath.Join(o.work, "initramfs-"+name+".cpio")
-	g := Guest{Busybox: o.Busybox, Tools: o.Tools, Binaries: o.Binaries, Lanes: o.Lanes, Modules: o.Modules, TestArgs: o.TestArgs}
+	g := Guest{Busybox: o.Busybox, Tools: o.Tools, Binaries: o.Binaries, Lanes: o.Lanes, Modules: o.Modules, TestArgs: o.TestArgs, HostDirs: o.HostDirs}
 	rep, size, err := BuildInitramfs(ctx, g, k, filepath.Join(o.Cache, "modules"), initrd)
 	unlock()
 	r.Modules = rep

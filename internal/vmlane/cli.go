@@ -123,8 +123,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *console {
 		o.Console = stderr
 	}
-	if *hostDirs != "" {
-		o.HostDirs = strings.Split(*hostDirs, ",")
+	for _, d := range strings.Split(*hostDirs, ",") {
+		if _, err := os.Stat(d); d != "" && err != nil {
+			logf("host dir %s not copied into the guests: %v", d, err)
+		} else if d != "" {
+			o.HostDirs = append(o.HostDirs, d)
+		}
 	}
 	runs := Run(ctx, o)
 	WriteText(stdout, runs)

@@ -56,13 +56,21 @@ func Run(ctx context.Context, opts Options) error {
 		s.Duration = opts.Duration
 		s.Idle = min(s.Idle, opts.Duration)
 	}
-	r := &runner{s: s, opts: opts, logf: opts.Logf, progress: opts.Progress, started: time.Now()}
+	r := &runner{s: s, opts: opts, logf: opts.Logf, progress: opts.Progress}
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}
 	}
 	if r.progress == nil {
 		r.progress = io.Discard
 	}
+	unlock, err := netns.LockHost(ctx, func() {
+		fmt.Fprintf(r.progress, "bench %s: waiting for another testbed user (%s)\n", s.Name, netns.LockPath)
+	})
+	if err != nil {
+		return fmt.Errorf("bench %s: %w", s.Name, err)
+	}
+	defer unlock()
+	r.started = time.Now()
 	if len(opts.Arms) == 0 {
 		r.arms = s.Arms
 	} else {

@@ -34,3 +34,8 @@ func Command(ctx context.Context, ns, name string, args ...string) *exec.Cmd {
 
 // Sweep is only implemented on Linux.
 func Sweep(logf func(string, ...any)) error { return unsupported("sweep") }
+
+// LockHost is only implemented on Linux.
+func LockHost(ctx context.Context, waiting func()) (func(), error) {
+	return nil, unsupported("lock testbed")
+}

@@ -187,11 +187,13 @@ func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 		refs = append(refs, rf)
 		for _, arm := range s.Arms {
 			as := ArmSummary{Variant: v, Arm: arm.Name}
+			ran := false
 			for i := range phases {
 				p := &phases[i]
 				if p.Variant != v || p.Phase != PhaseMixed || p.Arm != arm.Name {
 					continue
 				}
+				ran = true
 				as.Errors = append(as.Errors, p.Errors...)
 				as.LatenessUs.add(float64(max(p.Link.Up.Lateness.P99, p.Link.Down.Lateness.P99)) / 1e3)
 				fg, fgOK := sumRole(s, p, Foreground)
@@ -234,7 +236,9 @@ func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 					}
 				}
 			}
-			sums = append(sums, as)
+			if ran { // arms left out of this run (Options.Arms) get no row
+				sums = append(sums, as)
+			}
 		}
 	}
 	return refs, sums

@@ -622,13 +622,16 @@ func TestCleanupWithoutState(t *testing.T) {
 // Rules place processes already running at start and new ones as they exec.
 func TestRules(t *testing.T) {
 	e := newEnv(t, "")
-	sleepy := filepath.Join(e.dir, "sleepy")
-	data, err := os.ReadFile("/bin/sleep")
+	// Copies of the test binary, playing "sleep": one matched by an exe
+	// glob, one by its command name.
+	data, err := os.ReadFile(e.bin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sleepy := filepath.Join(e.dir, "sleepy")
 	os.WriteFile(sleepy, data, 0o755)
 	e.writeConfig(fmt.Sprintf("[[rule]]\nlane = \"background\"\nexe = %q\n\n[[rule]]\nlane = \"interactive\"\ncomm = \"lanes-e2e-int\"\n", filepath.Join(e.dir, "sl*")))
+	t.Setenv(roleEnv, "sleep") // spawned copies inherit it; lanes and lanesd get their own role
 	early := spawn(t, nil, sleepy, "60")
 	time.Sleep(100 * time.Millisecond)
 	e.start()
@@ -745,8 +748,19 @@ func TestCPUThroughLanes(t *testing.T) {
 	capShare := (testutil.ProcCPUTime(t, c.Process.Pid) - c0).Seconds() / time.Since(t0).Seconds() / float64(numCPU(t))
 	t.Logf("capped lane: %.1f%% of the host", 100*capShare)
 	testutil.RequireTiming(t)
-	if fgShare < 0.95 {
-		t.Errorf("interactive got %.1f%% of the CPU, want >= 95%%", 100*fgShare)
+	switch {
+	case fgShare+bgShare >= 0.97:
+		// The two loops had the CPU to themselves.
+		if fgShare < 0.95 {
+			t.Errorf("interactive got %.1f%% of the CPU, want >= 95%%", 100*fgShare)
+		}
+	default:
+		// Something outside the test took part of the CPU: judge the
+		// split between the two loops.
+		t.Logf("the loops got %.1f%% of the CPU together: other load on the host", 100*(fgShare+bgShare))
+		if pair := fgShare / (fgShare + bgShare); pair < 0.95 {
+			t.Errorf("interactive got %.1f%% of the CPU time of the two loops, want >= 95%%", 100*pair)
+		}
 	}
 	if capShare < 0.17 || capShare > 0.23 {
 		t.Errorf("capped lane used %.1f%% of the host, want 20 ± 3 %%", 100*capShare)

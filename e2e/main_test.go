@@ -34,6 +34,12 @@ func TestMain(m *testing.M) {
 		// A busy loop, bounded: the CPU tests' workload.
 		spin()
 		os.Exit(0)
+	case "sleep":
+		// A process that waits, whatever the host's sleep is (busybox in
+		// the kernel-matrix VMs, where a renamed copy would not run).
+		secs, _ := strconv.Atoi(os.Args[len(os.Args)-1])
+		time.Sleep(time.Duration(min(max(secs, 1), 120)) * time.Second)
+		os.Exit(0)
 	case "":
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s\n", roleEnv)
@@ -54,7 +60,8 @@ func spin() {
 	if after, err := strconv.Atoi(os.Getenv("LANES_SPIN_FORK_AFTER")); err == nil {
 		go func() {
 			time.Sleep(time.Duration(after) * time.Second)
-			c := exec.Command("sleep", strconv.Itoa(secs))
+			c := exec.Command(os.Args[0], strconv.Itoa(secs))
+			c.Env = append(os.Environ(), roleEnv+"=sleep")
 			if c.Start() == nil {
 				c.Wait()
 			}

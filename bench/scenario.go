@@ -397,9 +397,18 @@ func (s *Scenario) LinkSpecFor(variant, dir string) LinkSpec {
 	return l
 }
 
-// TraceDirs are searched, after the scenario's own directory, for trace
-// files named without a directory.
-var TraceDirs = []string{"/work/shared/traces", "/usr/share/lanes/traces"}
+// TraceDirs are searched for a trace file by its base name when it is not
+// where the scenario names it: the directories of $LANES_TRACES
+// (colon-separated), then /usr/share/lanes/traces.
+func TraceDirs() []string {
+	var dirs []string
+	for _, d := range strings.Split(os.Getenv("LANES_TRACES"), ":") {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return append(dirs, "/usr/share/lanes/traces")
+}
 
 // LinkConfig builds the emulator configuration of a variant and
 // direction.
@@ -468,9 +477,9 @@ func (s *Scenario) loadTrace(name string) (*linkem.Trace, error) {
 	cands := []string{name}
 	if !filepath.IsAbs(name) {
 		cands = []string{filepath.Join(filepath.Dir(s.Path), name)}
-		for _, d := range TraceDirs {
-			cands = append(cands, filepath.Join(d, name))
-		}
+	}
+	for _, d := range TraceDirs() {
+		cands = append(cands, filepath.Join(d, filepath.Base(name)))
 	}
 	var errs []error
 	for _, c := range cands {

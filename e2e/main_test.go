@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	switch role {
 	case "lanes":
-		os.Exit(cli.Run(os.Args[1:]))
+		os.Exit(cli.Run(os.Args[1:], cli.Options{}))
 	case "lanesd":
 		os.Exit(daemon.Main(os.Args[1:], os.Stderr))
 	case "spin":

@@ -5,10 +5,17 @@ package main
 import (
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lanes-qos/lanes/internal/cli"
 	"github.com/lanes-qos/lanes/internal/cli/benchcmd"
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/netsched"
 )
 
 func main() {
-	os.Exit(cli.Run(os.Args[1:], benchcmd.New()))
+	os.Exit(cli.Run(os.Args[1:], cli.Options{
+		Extra:       []*cobra.Command{benchcmd.New()},
+		LocalProbes: []func() ([]features.Mechanism, error){netsched.Probe},
+	}))
 }

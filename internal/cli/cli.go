@@ -14,6 +14,7 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/api/client"
+	"github.com/lanes-qos/lanes/internal/features"
 )
 
 // Output streams; tests replace them.
@@ -40,6 +41,7 @@ func (e *ExitError) Unwrap() error { return e.Err }
 type globals struct {
 	socket string
 	json   bool
+	probes []func() ([]features.Mechanism, error)
 }
 
 func (g *globals) client() *client.Client {
@@ -48,12 +50,20 @@ func (g *globals) client() *client.Client {
 	return c
 }
 
+// Options are what cmd/lanes wires into the CLI.
+type Options struct {
+	// Extra are more subcommands (`bench`, which is not a client of the daemon).
+	Extra []*cobra.Command
+	// LocalProbes add mechanisms to `lanes doctor` when no daemon runs
+	// (the network's, which this package does not link).
+	LocalProbes []func() ([]features.Mechanism, error)
+}
+
 // Run runs the lanes CLI with args (without the program name) and returns
-// the process exit status. extra are more subcommands (cmd/lanes adds
-// `bench`, which is not a client of the daemon).
-func Run(args []string, extra ...*cobra.Command) int {
-	root := newRoot()
-	root.AddCommand(extra...)
+// the process exit status.
+func Run(args []string, opts Options) int {
+	root := newRoot(opts)
+	root.AddCommand(opts.Extra...)
 	root.SetArgs(args)
 	root.SetOut(Stdout)
 	root.SetErr(Stderr)
@@ -72,8 +82,8 @@ func Run(args []string, extra ...*cobra.Command) int {
 	return 1
 }
 
-func newRoot() *cobra.Command {
-	g := &globals{}
+func newRoot(opts Options) *cobra.Command {
+	g := &globals{probes: opts.LocalProbes}
 	root := &cobra.Command{
 		Use:   "lanes",
 		Short: "Put work into lanes: interactive, normal, background, or your own",

@@ -211,6 +211,13 @@ Asks lanesd when it runs; otherwise probes this host itself (read-only).`,
 				if err != nil {
 					return fmt.Errorf("doctor: %w", err)
 				}
+				for _, probe := range g.probes {
+					more, err := probe()
+					if err != nil {
+						return fmt.Errorf("doctor: %w", err)
+					}
+					local = append(local, more...)
+				}
 				for _, m := range local {
 					mechs = append(mechs, api.Mechanism(m))
 				}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,14 +19,20 @@ import (
 // A short S1 reproduces the known arms in one run: with no lanes the
 // foreground keeps a small part of its solo throughput against a greedy
 // background; the hand-tuned HTB strict-priority baseline at 95 % of the
-// bottleneck keeps most of it.
+// bottleneck keeps most of it, and so does lanesd with its built-in lanes.
 func TestS1Short(t *testing.T) {
 	testutil.RequireRoot(t)
 	out := t.TempDir()
+	// The lanes arm runs the real lanes and lanesd, built from this tree.
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "../cmd/lanes", "../cmd/lanesd")
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build lanes and lanesd: %v\n%s", err, msg)
+	}
 	var progress bytes.Buffer
 	err := Run(context.Background(), Options{
 		Scenario: "scenarios/s1.toml", OutDir: out, Repeats: 1, Duration: 5 * time.Second,
-		Arms: []string{"none", "htb95"}, Progress: &progress, Logf: t.Logf,
+		Arms: []string{"none", "htb95", "lanes"}, LanesBin: filepath.Join(bin, "lanes"), Progress: &progress, Logf: t.Logf,
 	})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
@@ -57,7 +64,10 @@ func TestS1Short(t *testing.T) {
 	if s := kept["htb95"]; s.N != 1 || s.Mean < 0.8 || s.Mean > 1.05 {
 		t.Errorf("HTB 95%%: foreground kept %.2f (n=%d), want near solo (0.8..1.05)", s.Mean, s.N)
 	}
-	for _, want := range []string{"fg-alone", "arm none", "arm htb95", "wrote"} {
+	if s := kept["lanes"]; s.N != 1 || s.Mean < 0.8 || s.Mean > 1.05 {
+		t.Errorf("lanes: foreground kept %.2f (n=%d), want near solo (0.8..1.05)", s.Mean, s.N)
+	}
+	for _, want := range []string{"fg-alone", "arm none", "arm htb95", "arm lanes", "wrote"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress does not mention %q", want)
 		}

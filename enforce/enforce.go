@@ -207,28 +207,37 @@ func (e *Engine) Move(pids []int, l *lane.Lane, why string) ([]int, error) {
 			rollback()
 			return nil, err
 		}
-		tree := []int{root}
-		if d, err := cgroup.Descendants(root); err == nil {
-			tree = append(tree, d...)
-		}
-		for _, pid := range tree {
-			if seen[pid] {
-				continue
+		// A process forking while its tree moves may leave a child in the
+		// old group (forked after the scan, before its parent moved):
+		// scan again until a pass finds nothing new.
+		for pass := 0; pass < 5; pass++ {
+			tree := []int{root}
+			if d, err := cgroup.Descendants(root); err == nil {
+				tree = append(tree, d...)
 			}
-			seen[pid] = true
-			m, err := e.moveOne(pid, g, l, why)
-			if err != nil {
-				if pid != root && isGone(err) {
-					continue // a descendant exited: nothing to move
+			found := false
+			for _, pid := range tree {
+				if seen[pid] {
+					continue
 				}
-				rollback()
-				if isGone(err) {
-					return nil, fmt.Errorf("process %d exited during the move: %w", pid, ErrNoProcess)
+				seen[pid], found = true, true
+				m, err := e.moveOne(pid, g, l, why)
+				if err != nil {
+					if pid != root && isGone(err) {
+						continue // a descendant exited: nothing to move
+					}
+					rollback()
+					if isGone(err) {
+						return nil, fmt.Errorf("process %d exited during the move: %w", pid, ErrNoProcess)
+					}
+					return nil, fmt.Errorf("move process %d to %s: %w", pid, l.Name, err)
 				}
-				return nil, fmt.Errorf("move process %d to %s: %w", pid, l.Name, err)
+				done = append(done, m)
+				out = append(out, pid)
 			}
-			done = append(done, m)
-			out = append(out, pid)
+			if !found {
+				break
+			}
 		}
 	}
 	e.mu.Lock()

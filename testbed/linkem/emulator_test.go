@@ -288,11 +288,14 @@ func TestEmulatorDelay(t *testing.T) {
 	}
 	p := PercentilesOf(errs)
 	t.Logf("one-way delay error (end to end, incl. the kernel path): %v; emulator lateness %v", p, em.Stats().Up.Lateness)
-	if p.P99 > time.Millisecond {
-		t.Errorf("delay error p99 %v, want <= 1ms", p.P99)
-	}
 	if errs[0] < 0 {
 		t.Errorf("a probe arrived %v before its delay", -errs[0])
+	}
+	// Each probe crosses several wake-ups (emulator reader and writer, the
+	// receiver): the 1 ms bound needs a host that wakes threads on time.
+	testutil.RequirePreciseTimers(t, 250*time.Microsecond)
+	if p.P99 > time.Millisecond {
+		t.Errorf("delay error p99 %v, want <= 1ms", p.P99)
 	}
 }
 
@@ -413,6 +416,7 @@ func TestEmulatorSchedule(t *testing.T) {
 	if gaps[0] < 480*ms || gaps[0] > 520*ms {
 		t.Errorf("largest gap between arrivals %v, want the 500 ms outage", gaps[0])
 	}
+	testutil.RequirePreciseTimers(t, 250*time.Microsecond)
 	if at := resume.Sub(em.Started()); at < 1500*ms+delay || at > 1500*ms+delay+2*ms {
 		t.Errorf("first delivery after the outage at %v, want %v", at, 1500*ms+delay)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -93,7 +92,7 @@ func (schedThreads) SetIdle(pid int, idle bool) error {
 	}
 	done := map[int]bool{}
 	for pass := 0; pass < 2; pass++ {
-		tids, err := Threads(pid)
+		tids, err := cgroup.Threads(pid)
 		if err != nil {
 			return err
 		}
@@ -127,22 +126,4 @@ func (schedThreads) SetIdle(pid int, idle bool) error {
 		}
 	}
 	return nil
-}
-
-// Threads lists the thread IDs of pid.
-func Threads(pid int) ([]int, error) {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, &cgroup.ProcessError{PID: pid}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list threads of %d: %w", pid, err)
-	}
-	tids := make([]int, 0, len(ents))
-	for _, e := range ents {
-		if t, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, t)
-		}
-	}
-	return tids, nil
 }

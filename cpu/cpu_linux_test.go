@@ -216,7 +216,7 @@ func TestCapHoldsHostShare(t *testing.T) {
 
 func threadPolicies(t *testing.T, pid int) map[int]uint32 {
 	t.Helper()
-	tids, err := Threads(pid)
+	tids, err := cgroup.Threads(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func pin(t *testing.T, pid, cpu int) {
 	t.Helper()
 	var set unix.CPUSet
 	set.Set(cpu)
-	tids, err := Threads(pid)
+	tids, err := cgroup.Threads(pid)
 	if err != nil {
 		t.Fatal(err)
 	}

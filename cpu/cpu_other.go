@@ -16,8 +16,3 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 
 // OnlineCPUs is not supported outside Linux; it returns 0.
 func OnlineCPUs() int { return 0 }
-
-// Threads is not supported outside Linux.
-func Threads(pid int) ([]int, error) {
-	return nil, fmt.Errorf("list threads: %w", errors.ErrUnsupported)
-}

@@ -44,7 +44,7 @@ func BenchmarkCPUShare(b *testing.B) {
 		{"alone", nil},
 		{"none", func(*testing.B, int, int) {}},
 		{"nice19", func(b *testing.B, fg, bg int) {
-			tids, _ := Threads(bg)
+			tids, _ := cgroup.Threads(bg)
 			for _, tid := range tids {
 				if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 19); err != nil {
 					b.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -161,12 +160,12 @@ func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Er
 			return nil, api.Errorf(api.CodeBadRequest, "PID %d given twice", pid)
 		}
 		seen[pid] = true
-		uid, euid, err := procUIDs(pid)
+		pi, err := enforce.ReadProc(pid)
 		if err != nil {
-			return nil, api.Errorf(api.CodeNoProcess, "process %d does not exist", pid)
+			return nil, api.Errorf(api.CodeNoProcess, "%v", err)
 		}
-		if !c.IsRoot() && (uid != c.UID || euid != c.UID) {
-			return nil, api.Errorf(api.CodeForbidden, "process %d belongs to uid %d: uid %d may only move its own processes", pid, uid, c.UID)
+		if !c.IsRoot() && (pi.UID != c.UID || pi.EUID != c.UID) {
+			return nil, api.Errorf(api.CodeForbidden, "process %d belongs to uid %d: uid %d may only move its own processes", pid, pi.UID, c.UID)
 		}
 	}
 	moved, err := d.engine.Move(req.PIDs, l, "move")
@@ -178,24 +177,6 @@ func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Er
 	}
 	d.logf("api: uid %d moved %v to %s", c.UID, moved, l.Name)
 	return api.MoveResponse{Lane: l.Name, Moved: moved}, nil
-}
-
-func procUIDs(pid int) (uid, euid int, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-			f := strings.Fields(v)
-			if len(f) >= 2 {
-				uid, _ = strconv.Atoi(f[0])
-				euid, _ = strconv.Atoi(f[1])
-				return uid, euid, nil
-			}
-		}
-	}
-	return 0, 0, fmt.Errorf("no Uid line in /proc/%d/status", pid)
 }
 
 func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
@@ -257,8 +238,8 @@ func (d *Daemon) serveProcs(w http.ResponseWriter, r *http.Request) (any, *api.E
 			if rec, ok := recs[pid]; ok {
 				p.Why = rec.Why
 			}
-			if pr, err := readProcBrief(pid); err == nil {
-				p.Comm, p.UID, p.Threads = pr.comm, pr.uid, pr.threads
+			if pi, err := enforce.ReadProc(pid); err == nil {
+				p.Comm, p.UID, p.Threads = pi.Comm, pi.UID, pi.Threads
 			}
 			if c, lvl, err := disk.GetIOPrio(pid); err == nil {
 				p.IOClass = string(c)
@@ -277,26 +258,6 @@ func (d *Daemon) serveProcs(w http.ResponseWriter, r *http.Request) (any, *api.E
 		out = []api.Proc{}
 	}
 	return api.ProcsResponse{Procs: out}, nil
-}
-
-type brief struct {
-	comm    string
-	uid     int
-	threads int
-}
-
-func readProcBrief(pid int) (brief, error) {
-	var b brief
-	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	if err != nil {
-		return b, err
-	}
-	b.comm = strings.TrimSpace(string(comm))
-	b.uid, _, _ = procUIDs(pid)
-	if ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task"); err == nil {
-		b.threads = len(ents)
-	}
-	return b, nil
 }
 
 func (d *Daemon) mechanisms() []api.Mechanism {

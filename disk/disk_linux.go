@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -81,7 +80,7 @@ func ApplyProcess(pid int, d lane.Disk) (Saved, error) {
 	}
 	seen := map[int]bool{}
 	for pass := 0; pass < 2; pass++ {
-		tids, err := threads(pid)
+		tids, err := cgroup.Threads(pid)
 		if err != nil {
 			return saved, fmt.Errorf("apply ioprio to %d: %w", pid, err)
 		}
@@ -125,23 +124,6 @@ func RestoreProcess(pid int, s Saved) error {
 		return fmt.Errorf("restore ioprio of %d: %w", pid, err)
 	}
 	return nil
-}
-
-func threads(pid int) ([]int, error) {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, &cgroup.ProcessError{PID: pid}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list threads: %w", err)
-	}
-	tids := make([]int, 0, len(ents))
-	for _, e := range ents {
-		if t, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, t)
-		}
-	}
-	return tids, nil
 }
 
 // Schedulers returns the active I/O scheduler of each block device

@@ -20,7 +20,7 @@ type prio struct {
 
 func threadPrios(t *testing.T, pid int) map[int]prio {
 	t.Helper()
-	tids, err := threads(pid)
+	tids, err := cgroup.Threads(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestApplyProcessEveryThread(t *testing.T) {
 	testutil.RequireRoot(t)
 	c := testutil.StartChild(t, "threads 4 30s")
 	c.Line(t)
-	tids, err := threads(c.PID())
+	tids, err := cgroup.Threads(c.PID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,7 +203,7 @@ func (e *Engine) Move(pids []int, l *lane.Lane, why string) ([]int, error) {
 	seen := map[int]bool{}
 	var out []int
 	for _, root := range pids {
-		if _, err := readProc(root); err != nil {
+		if _, err := ReadProc(root); err != nil {
 			rollback()
 			return nil, err
 		}
@@ -255,7 +255,7 @@ func (e *Engine) Move(pids []int, l *lane.Lane, why string) ([]int, error) {
 
 func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (moved, error) {
 	m := moved{pid: pid}
-	pi, err := readProc(pid)
+	pi, err := ReadProc(pid)
 	if err != nil {
 		return m, err
 	}
@@ -286,7 +286,7 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 	// The kernel ignores writes for a process that exits meanwhile: check.
 	if now, err := cgroup.ProcMembership(pid); err != nil || !e.inGroup(now, g) {
 		e.undoRecord(m, key)
-		if _, perr := readProc(pid); perr != nil {
+		if _, perr := ReadProc(pid); perr != nil {
 			return m, perr
 		}
 		return m, fmt.Errorf("process %d did not join %s", pid, g.Name())
@@ -429,7 +429,7 @@ func (e *Engine) release(pid int, recs map[int]ProcRecord) error {
 	if own {
 		disk.RestoreProcess(pid, rec.IOPrio)
 		e.store.Delete(state.KindProc, strconv.Itoa(pid))
-	} else if tids, terr := cpu.Threads(pid); terr == nil {
+	} else if tids, terr := cgroup.Threads(pid); terr == nil {
 		for _, t := range tids {
 			disk.SetIOPrio(t, lane.IONone, 0)
 		}
@@ -524,7 +524,7 @@ func isPrivateRunGroup(name string) bool {
 	if pid == 0 {
 		return false
 	}
-	_, err := readProc(pid)
+	_, err := ReadProc(pid)
 	return err == nil
 }
 

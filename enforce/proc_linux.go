@@ -10,8 +10,8 @@ import (
 	"syscall"
 )
 
-// procInfo is what enforce reads of a process.
-type procInfo struct {
+// ProcInfo is what lanes reads of a process from /proc.
+type ProcInfo struct {
 	PID       int
 	Comm      string
 	StartTime uint64 // clock ticks after boot (field 22 of /proc/PID/stat); tells a PID's reuse
@@ -22,12 +22,14 @@ type procInfo struct {
 // ErrNoProcess is wrapped when a PID does not exist.
 var ErrNoProcess = errors.New("no such process")
 
-func readProc(pid int) (procInfo, error) {
-	pi := procInfo{PID: pid}
+// ReadProc reads a process; an error wrapping ErrNoProcess if it does
+// not exist or has exited (a zombie).
+func ReadProc(pid int) (ProcInfo, error) {
+	pi := ProcInfo{PID: pid}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-			return pi, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
+			return pi, fmt.Errorf("process %d does not exist (%w)", pid, ErrNoProcess)
 		}
 		return pi, fmt.Errorf("read process %d: %w", pid, err)
 	}
@@ -44,7 +46,7 @@ func readProc(pid int) (procInfo, error) {
 	}
 	if rest[0] == "Z" || rest[0] == "X" {
 		// Exited, not yet reaped: cgroup writes silently ignore it.
-		return pi, fmt.Errorf("process %d has exited: %w", pid, ErrNoProcess)
+		return pi, fmt.Errorf("process %d has exited (%w)", pid, ErrNoProcess)
 	}
 	if pi.StartTime, err = strconv.ParseUint(rest[19], 10, 64); err != nil {
 		return pi, fmt.Errorf("parse /proc/%d/stat starttime: %w", pid, err)
@@ -54,7 +56,7 @@ func readProc(pid int) (procInfo, error) {
 	}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return pi, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
+		return pi, fmt.Errorf("process %d does not exist (%w)", pid, ErrNoProcess)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -74,6 +76,6 @@ func readProc(pid int) (procInfo, error) {
 
 // alive reports whether pid still is the process that started at start.
 func alive(pid int, start uint64) bool {
-	pi, err := readProc(pid)
+	pi, err := ReadProc(pid)
 	return err == nil && pi.StartTime == start
 }

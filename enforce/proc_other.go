@@ -7,7 +7,8 @@ import (
 	"fmt"
 )
 
-type procInfo struct {
+// ProcInfo is what lanes reads of a process from /proc.
+type ProcInfo struct {
 	PID       int
 	Comm      string
 	StartTime uint64
@@ -18,8 +19,10 @@ type procInfo struct {
 // ErrNoProcess is wrapped when a PID does not exist.
 var ErrNoProcess = errors.New("no such process")
 
-func readProc(pid int) (procInfo, error) {
-	return procInfo{}, fmt.Errorf("read process %d: %w", pid, errors.ErrUnsupported)
+// ReadProc reads a process; an error wrapping ErrNoProcess if it does
+// not exist or has exited (a zombie).
+func ReadProc(pid int) (ProcInfo, error) {
+	return ProcInfo{}, fmt.Errorf("read process %d: %w", pid, errors.ErrUnsupported)
 }
 
 func alive(pid int, start uint64) bool { return false }

@@ -355,6 +355,24 @@ func (h *Hierarchy) ListGroups(prefix string) ([]Group, error) {
 	return out, nil
 }
 
+// Threads lists the thread IDs of pid (a *ProcessError if pid is gone).
+func Threads(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &ProcessError{PID: pid}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list threads of %d: %w", pid, err)
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if t, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, t)
+		}
+	}
+	return tids, nil
+}
+
 // Descendants returns every descendant process of pid (children,
 // grandchildren, ...), read from /proc/PID/task/*/children, or by scanning
 // /proc when the kernel lacks that file.

@@ -42,6 +42,9 @@ func (h *Hierarchy) ListGroups(prefix string) ([]Group, error) { return nil, err
 // Descendants is not supported outside Linux.
 func Descendants(pid int) ([]int, error) { return nil, errUnsupported }
 
+// Threads is not supported outside Linux.
+func Threads(pid int) ([]int, error) { return nil, errUnsupported }
+
 // ParentPID is not supported outside Linux.
 func ParentPID(pid int) (int, error) { return 0, errUnsupported }
 

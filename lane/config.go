@@ -52,6 +52,7 @@ func (c *Config) Clone() *Config {
 	n.Order = slices.Clone(c.Order)
 	n.Rules = slices.Clone(c.Rules)
 	n.Net.Interfaces = slices.Clone(c.Net.Interfaces)
+	n.DiskIdle.Devices = slices.Clone(c.DiskIdle.Devices)
 	return &n
 }
 
@@ -111,6 +112,7 @@ type fileConfig struct {
 	Default *string              `toml:"default"`
 	Daemon  *fileDaemon          `toml:"daemon"`
 	Net     *fileNetGlobal       `toml:"net"`
+	Disk    *fileDiskGlobal      `toml:"disk"`
 	Lanes   map[string]*fileLane `toml:"lanes"`
 	Rule    []fileRule           `toml:"rule"`
 }
@@ -122,9 +124,32 @@ type fileDaemon struct {
 }
 
 type fileNetGlobal struct {
-	Interfaces []string `toml:"interfaces"`
-	Rate       *string  `toml:"rate"`
-	Ingress    *bool    `toml:"ingress"`
+	Interfaces []string     `toml:"interfaces"`
+	Rate       *string      `toml:"rate"`
+	Ingress    *bool        `toml:"ingress"`
+	Idletime   *fileNetIdle `toml:"idletime"`
+}
+
+type filePI struct {
+	PI    *string  `toml:"pi"`
+	PIMin *string  `toml:"pi_min"`
+	PIMax *string  `toml:"pi_max"`
+	PIK   *float64 `toml:"pi_k"`
+}
+
+type fileNetIdle struct {
+	filePI
+	Mark   *bool `toml:"mark"`
+	Follow *bool `toml:"follow"`
+}
+
+type fileDiskGlobal struct {
+	Idletime *fileDiskIdle `toml:"idletime"`
+}
+
+type fileDiskIdle struct {
+	filePI
+	Devices []string `toml:"devices"`
 }
 
 type fileLane struct {
@@ -152,6 +177,7 @@ type fileLaneNet struct {
 	Ceil     *string `toml:"ceil"`
 	Borrow   *bool   `toml:"borrow"`
 	Target   *string `toml:"target"`
+	Idletime *bool   `toml:"idletime"`
 }
 
 type fileRule struct {
@@ -205,6 +231,8 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.Daemon = base.Daemon
 		c.Net = base.Net
 		c.Net.Interfaces = slices.Clone(base.Net.Interfaces)
+		c.DiskIdle = base.DiskIdle
+		c.DiskIdle.Devices = slices.Clone(base.DiskIdle.Devices)
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
@@ -221,6 +249,9 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	}
 	v.daemon(&c.Daemon, f.Daemon)
 	v.netGlobal(&c.Net, f.Net)
+	if f.Disk != nil && f.Disk.Idletime != nil {
+		v.diskIdle(&c.DiskIdle, f.Disk.Idletime)
+	}
 
 	// Built-ins first, then user lanes in file order.
 	c.Order = []string{Interactive, Normal, Background}
@@ -328,6 +359,96 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 	if fn.Ingress != nil {
 		n.Ingress = *fn.Ingress
 	}
+	if fi := fn.Idletime; fi != nil {
+		v.pi("net.idletime", &n.Idle.PI, &fi.filePI)
+		if fi.Mark != nil {
+			n.Idle.Mark = *fi.Mark
+		}
+		if fi.Follow != nil {
+			n.Idle.Follow = *fi.Follow
+		}
+	}
+}
+
+func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
+	v.pi("disk.idletime", &d.PI, &fd.filePI)
+	if d.PI.Mode == PIAuto {
+		v.add("disk.idletime.pi", "\"auto\" derives the interval from network round-trip times; for a disk give a duration or \"adaptive\"")
+	}
+	if fd.Devices != nil {
+		d.Devices = slices.Clone(fd.Devices)
+		for _, dev := range d.Devices {
+			if !strings.HasPrefix(dev, "/dev/") || strings.ContainsAny(dev, " \t\n") {
+				v.add("disk.idletime.devices", "%q is not a block device path (want e.g. \"/dev/sda\")", dev)
+			}
+		}
+	}
+}
+
+// ParsePI parses a preemption interval as config files write it: "off"
+// (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive". It returns
+// the mode and, for PIFixed, the length.
+func ParsePI(s string) (PIMode, time.Duration, error) {
+	switch s {
+	case "off", "0":
+		return PIOff, 0, nil
+	case "inf", "infinite":
+		return PIFixed, PIInfinite, nil
+	case string(PIAuto):
+		return PIAuto, 0, nil
+	case string(PIAdaptive):
+		return PIAdaptive, 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not a preemption interval: want \"off\", a duration such as \"20ms\", \"inf\", \"auto\" or \"adaptive\"", s)
+	}
+	if d < 0 {
+		return "", 0, fmt.Errorf("%s is negative", d)
+	}
+	if d == 0 {
+		return PIOff, 0, nil
+	}
+	return PIFixed, d, nil
+}
+
+// pi merges and checks one preemption-interval setting under key.
+func (v *validator) pi(key string, p *PI, fp *filePI) {
+	if fp.PI != nil {
+		mode, d, err := ParsePI(*fp.PI)
+		if err != nil {
+			v.add(key+".pi", "%v", err)
+		} else {
+			p.Mode, p.Length = mode, d
+		}
+	}
+	dur := func(k string, s *string, dst *time.Duration) bool {
+		if s == nil {
+			return true
+		}
+		d, err := time.ParseDuration(*s)
+		switch {
+		case err != nil:
+			v.add(key+"."+k, "invalid duration %q: want e.g. \"2ms\"", *s)
+			return false
+		case d <= 0:
+			v.add(key+"."+k, "%s is not positive", d)
+			return false
+		}
+		*dst = d
+		return true
+	}
+	okMin := dur("pi_min", fp.PIMin, &p.Min)
+	okMax := dur("pi_max", fp.PIMax, &p.Max)
+	if okMin && okMax && p.Min > p.Max {
+		v.add(key+".pi_max", "%s is less than pi_min %s", p.Max, p.Min)
+	}
+	if fp.PIK != nil {
+		p.K = *fp.PIK
+		if !(p.K > 0 && p.K <= 1000) {
+			v.add(key+".pi_k", "%g is outside (0, 1000]", p.K)
+		}
+	}
 }
 
 func (v *validator) lane(key string, l *Lane, fl *fileLane) {
@@ -407,6 +528,9 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 		}
 		if n.Borrow != nil {
 			l.Net.Borrow = *n.Borrow
+		}
+		if n.Idletime != nil {
+			l.Net.Idletime = *n.Idletime
 		}
 		if n.Target != nil {
 			d, err := time.ParseDuration(*n.Target)

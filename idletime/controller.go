@@ -58,6 +58,11 @@ const (
 // 25 ms: background counts as running from the sample before its first new
 // stamp until its last stamp, once no stamp came for 50 ms.
 //
+// An Event is a preemption (B[f]) when background was stamped after the
+// gate's last release and within those 50 ms before the Event, and
+// foreground at an idle resource (I[f]) otherwise: background that ran
+// after the release but had long finished did not delay the foreground.
+//
 // Run holds the loop; Stats and SetSRTT may be called from any goroutine.
 type Controller struct {
 	policy Policy

@@ -1,7 +1,6 @@
 package idletime
 
 import (
-	"fmt"
 	"testing"
 	"time"
 )
@@ -266,12 +265,15 @@ func TestMachineSimulation(t *testing.T) {
 			}
 		}},
 	}
-	var lastBg int
+	var lastBg, lastFg int
 	for i, tt := range tests {
-		t.Run(fmt.Sprint(tt.pi), func(t *testing.T) {
+		t.Run(FormatPI(tt.pi), func(t *testing.T) {
 			s := base
 			s.pi = tt.pi
 			r := s.run()
+			t.Logf("foreground %d requests, waits %v in all (max %v); background %d requests, %.0f%% busy; B[f] %d, P[f] %d, I[f] %d, t %d",
+				r.fgDone, r.fgWaitTotal, r.fgWaitMax, r.bgDone, 100*float64(r.bgBusy)/float64(s.length),
+				r.m.Count(Background, EvF), r.m.Count(InPI, EvF), r.m.Count(Idle, EvF), r.m.Count(InPI, EvT))
 			tt.check(t, r)
 			// The counters add up.
 			var f uint64
@@ -294,11 +296,12 @@ func TestMachineSimulation(t *testing.T) {
 			if r.m.Count(InPI, EvT) > r.m.Count(Foreground, EvB)+r.m.Count(Foreground, EvI) {
 				t.Errorf("more PI expiries (%d) than PIs entered", r.m.Count(InPI, EvT))
 			}
-			// A longer PI never gives background more.
-			if i > 0 && r.bgDone > lastBg {
-				t.Errorf("background did %d requests, more than %d with a shorter PI", r.bgDone, lastBg)
+			// A longer PI never gives background more, nor foreground less.
+			if i > 0 && (r.bgDone > lastBg || r.fgDone < lastFg) {
+				t.Errorf("background did %d requests, foreground %d; with a shorter PI %d and %d",
+					r.bgDone, r.fgDone, lastBg, lastFg)
 			}
-			lastBg = r.bgDone
+			lastBg, lastFg = r.bgDone, r.fgDone
 		})
 	}
 }

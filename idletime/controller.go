@@ -63,6 +63,12 @@ const (
 // foreground at an idle resource (I[f]) otherwise: background that ran
 // after the release but had long finished did not delay the foreground.
 //
+// In mode Adaptive each gate's PI adapts to its own counters; in modes
+// Fixed and Auto all gates share one PI. A failing Gate call is counted in
+// GateStats.Errors and logged (at most once a second per gate); a gate
+// whose Hold fails stays released and is re-armed 25 ms later, one whose
+// Release fails stays held and is released again 25 ms later.
+//
 // Run holds the loop; Stats and SetSRTT may be called from any goroutine.
 type Controller struct {
 	policy Policy

@@ -165,6 +165,7 @@ type IdleGate struct {
 	// Mode is how the PI is chosen: "fixed", "auto", "adaptive".
 	Mode  string        `json:"mode"`
 	State string        `json:"state"` // idle, foreground, background, in_pi
+	Held  bool          `json:"held"`  // background is held now
 	PI    time.Duration `json:"pi_ns"` // the current preemption interval
 	// Time spent in each state since the controller started (held time is
 	// counted as in_pi).
@@ -183,6 +184,8 @@ type IdleGate struct {
 	// Reaction is the time from the kernel seeing a foreground packet or
 	// request to the background being held, over recent holds.
 	Reaction Percentiles `json:"reaction"`
+	// Counters is the paper's X[state][event] table, keyed like "B[f]".
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // Percentiles summarise a set of durations.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lanes-qos/lanes/idletime"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -386,27 +387,19 @@ func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 }
 
 // ParsePI parses a preemption interval as config files write it: "off"
-// (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive". It returns
-// the mode and, for PIFixed, the length.
+// (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive" (the syntax of
+// idletime.ParsePI). It returns the mode and, for PIFixed, the length.
 func ParsePI(s string) (PIMode, time.Duration, error) {
-	switch s {
-	case "off", "0":
-		return PIOff, 0, nil
-	case "inf", "infinite":
-		return PIFixed, PIInfinite, nil
-	case string(PIAuto):
-		return PIAuto, 0, nil
-	case string(PIAdaptive):
-		return PIAdaptive, 0, nil
-	}
-	d, err := time.ParseDuration(s)
+	m, d, err := idletime.ParsePI(s)
 	if err != nil {
-		return "", 0, fmt.Errorf("%q is not a preemption interval: want \"off\", a duration such as \"20ms\", \"inf\", \"auto\" or \"adaptive\"", s)
+		return "", 0, errors.New(strings.TrimPrefix(err.Error(), "idletime: "))
 	}
-	if d < 0 {
-		return "", 0, fmt.Errorf("%s is negative", d)
-	}
-	if d == 0 {
+	switch {
+	case m == idletime.Auto:
+		return PIAuto, 0, nil
+	case m == idletime.Adaptive:
+		return PIAdaptive, 0, nil
+	case d == 0:
 		return PIOff, 0, nil
 	}
 	return PIFixed, d, nil

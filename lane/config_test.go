@@ -491,8 +491,8 @@ pi_max = "50ms"`, PIAdaptive, 0},
 		}
 	}
 	bad := []struct{ text, want string }{
-		{"[net.idletime]\npi = \"soon\"", `t.toml:2: net.idletime.pi: "soon" is not a preemption interval`},
-		{"[net.idletime]\npi = \"-5ms\"", `t.toml:2: net.idletime.pi: -5ms is negative`},
+		{"[net.idletime]\npi = \"soon\"", `t.toml:2: net.idletime.pi: PI "soon": want a duration`},
+		{"[net.idletime]\npi = \"-5ms\"", `t.toml:2: net.idletime.pi: PI "-5ms" is negative`},
 		{"[net.idletime]\npi_min = \"10ms\"\npi_max = \"5ms\"", `t.toml:3: net.idletime.pi_max: 5ms is less than pi_min 10ms`},
 		{"[net.idletime]\npi_min = \"0s\"", `t.toml:2: net.idletime.pi_min: 0s is not positive`},
 		{"[net.idletime]\npi_k = 0", `t.toml:2: net.idletime.pi_k: 0 is outside (0, 1000]`},

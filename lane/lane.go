@@ -138,7 +138,7 @@ const (
 	PIAdaptive PIMode = "adaptive"
 )
 
-// PIInfinite is the fixed PI written "inf".
+// PIInfinite is the fixed PI written "inf" (idletime.Infinite).
 const PIInfinite time.Duration = 1<<63 - 1
 
 // PI is a preemption-interval setting.

@@ -113,3 +113,14 @@ func (r *idleRun) stats() []api.IdleGate {
 
 // idleErr names the resource kind in an idletime setup error.
 func idleErr(kind string, err error) error { return fmt.Errorf("%s idletime: %w", kind, err) }
+
+// idleStats is every idletime controller's state, for the status.
+func (d *Daemon) idleStats() []api.IdleGate {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	var out []api.IdleGate
+	if d.net != nil {
+		out = append(out, d.net.idle.stats()...)
+	}
+	return out
+}

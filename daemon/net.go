@@ -24,6 +24,9 @@ type netRecord struct {
 type network struct {
 	e      *netsched.Enforcer
 	ifaces []string
+	// idle runs the preemption intervals of the interfaces' idletime
+	// lanes ([net.idletime]); nil when pi is off.
+	idle *idleRun
 }
 
 // cleanNetLeftovers removes trees a crashed run left (its records say it
@@ -79,13 +82,21 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 	}
 	// Build every plan first: a bad config changes nothing.
 	plans := map[string]netsched.Plan{}
+	idle := idletimeOf(cfg)
 	for _, iface := range ifaces {
 		p, err := netsched.BuildPlan(cfg, iface, d.net.e.Leaf())
+		if err == nil {
+			p, err = p.WithIdletime(idle)
+		}
 		if err != nil {
 			return fmt.Errorf("net: %s: %w", iface, err)
 		}
 		plans[iface] = p
 	}
+	// The controller holds gates of the trees about to change: stop it
+	// (releasing them) first, and start it again on the new trees.
+	d.net.idle.end()
+	d.net.idle = nil
 	for _, old := range d.net.ifaces {
 		if _, keep := plans[old]; !keep {
 			d.removeIface(old)
@@ -110,7 +121,61 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		applied = append(applied, iface)
 	}
 	d.net.ifaces = applied
+	if len(idle.Lanes) > 0 && len(applied) > 0 {
+		if err := d.startNetIdle(cfg); err != nil {
+			d.setHealth("net-idletime", err.Error())
+			errs = append(errs, err)
+		} else {
+			d.setHealth("net-idletime", "")
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// idletimeOf is the idletime part of the network plans: the lanes with
+// net.idletime, when a preemption interval is configured. Follow needs
+// the download direction shaped (that is where marked packets are seen).
+func idletimeOf(cfg *lane.Config) netsched.Idletime {
+	if _, on := policyOf(cfg.Net.Idle.PI); !on {
+		return netsched.Idletime{}
+	}
+	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress}
+	for _, name := range cfg.Order {
+		if cfg.Lanes[name].Net.Idletime {
+			o.Lanes = append(o.Lanes, name)
+		}
+	}
+	return o
+}
+
+// startNetIdle starts the controller over every gate of the shaped
+// interfaces, fed by the classifier's ring buffer.
+func (d *Daemon) startNetIdle(cfg *lane.Config) error {
+	gates := d.net.e.AllIdleGates()
+	if len(gates) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := d.net.e.IdleEvents(ctx, gates...)
+	if err != nil {
+		cancel()
+		return idleErr("net", err)
+	}
+	e, ifaces := d.net.e, slices.Clone(d.net.ifaces)
+	srtt := func() time.Duration {
+		var m time.Duration
+		for _, iface := range ifaces {
+			m = max(m, e.ForegroundSRTT(iface))
+		}
+		return m
+	}
+	r, err := d.startIdle(cfg.Net.Idle.PI, gates, events, srtt, cancel)
+	if err != nil {
+		cancel()
+		return idleErr("net", err)
+	}
+	d.net.idle = r
+	return nil
 }
 
 func (d *Daemon) removeIface(iface string) {
@@ -139,6 +204,8 @@ func (d *Daemon) stopNet() {
 	if d.net == nil {
 		return
 	}
+	d.net.idle.end()
+	d.net.idle = nil
 	for _, iface := range slices.Clone(d.net.ifaces) {
 		d.removeIface(iface)
 	}

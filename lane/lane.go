@@ -98,6 +98,10 @@ type Net struct {
 	Borrow bool
 	// Target is the leaf queue's target delay (byte FIFO sizing, fq_codel target).
 	Target time.Duration
+	// Ports are the lane's port rules: where lanes cannot classify packets
+	// by their socket's lane (no BPF), TCP and UDP packets from or to these
+	// ports go to the lane. No two lanes' rules overlap.
+	Ports []PortRule
 }
 
 // NetGlobal holds network settings that are not per lane.

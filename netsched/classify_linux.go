@@ -48,7 +48,9 @@ func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.objs == nil {
-		return fmt.Errorf("bind lane %s: %w", laneName, e.clsErr)
+		// Port rules classify (see Mechanisms): a cgroup has no say.
+		e.logf("netsched: lane %s: cgroup %s not bound, packets are classified by port rules (%v)", laneName, cgroupV2Dir, e.clsErr)
+		return nil
 	}
 	id, err := cgroupID(cgroupV2Dir)
 	if err != nil {
@@ -135,7 +137,7 @@ func (e *Enforcer) MoveSockets(pid int, laneName string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.objs == nil {
-		return fmt.Errorf("move sockets of %d: %w", pid, e.clsErr)
+		return nil // port rules classify: sockets have no lane
 	}
 	cls, err := e.classOf(laneName)
 	if err != nil {

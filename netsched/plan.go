@@ -73,6 +73,9 @@ type Class struct {
 	// (0: the kernel default).
 	Limit  uint32        `json:"limit"`
 	Target time.Duration `json:"target_ns"`
+	// Ports are the lane's port rules (net.ports), installed as u32
+	// filters only where packets cannot be classified by BPF.
+	Ports []lane.PortRule `json:"ports,omitempty"`
 }
 
 // Plan is the desired tree of one interface. The same tree is built on the
@@ -162,6 +165,7 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 			Leaf:       leaf,
 			LeafHandle: ClassID(leafMajorBase+minor, 0),
 			Target:     n.Target,
+			Ports:      slices.Clone(n.Ports),
 		}
 		if n.Ceil != 0 {
 			c.Ceil = min(n.Ceil, link)

@@ -68,7 +68,7 @@ func (e *Enforcer) classificationByPorts() features.Mechanism {
 	return features.Mechanism{
 		Resource: "net classification",
 		Backend:  "u32 port rules: tc u32 filters on the HTB root put TCP/UDP packets from or to a lane's net.ports in that lane; the rest in the default lane",
-		Reason:   fmt.Sprintf("BPF classification unavailable: %v", e.clsErr),
+		Reason:   bpfWhy("BPF classification", e.clsErr),
 		OK:       true,
 	}
 }
@@ -77,9 +77,17 @@ func (e *Enforcer) ingressByPorts() features.Mechanism {
 	return features.Mechanism{
 		Resource: "net ingress",
 		Backend:  "IFB + HTB (u32 + mirred redirect), lane from u32 port rules on the IFB",
-		Reason:   fmt.Sprintf("BPF ingress classification unavailable: %v", e.ports.ingWhy),
+		Reason:   bpfWhy("BPF ingress classification", e.ports.ingWhy),
 		OK:       true,
 	}
+}
+
+// bpfWhy says why the BPF mechanism what is not used.
+func bpfWhy(what string, err error) string {
+	if errors.Is(err, ErrU32Forced) {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s unavailable: %v", what, err)
 }
 
 // syncPortFilters makes the port-rule filters on dev's root match p: it

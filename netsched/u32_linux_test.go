@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/netprobe"
 	"github.com/lanes-qos/lanes/internal/testutil"
 	"github.com/lanes-qos/lanes/lane"
 )
@@ -107,7 +110,27 @@ func inNetns(t *testing.T, ns string, fn func() error) error {
 	return <-errc
 }
 
-func TestPortRulesFiltersAndRemove(t *testing.T) {
+// portFilterCount returns how many port-rule u32 nodes (flowid ...) the
+// root of dev in ns has, by class id as tc prints it ("4c4e:20").
+func portFilterCount(t *testing.T, ns, dev string) map[string]int {
+	t.Helper()
+	out := output(t, "tc", "-n", ns, "filter", "show", "dev", dev, "parent", "4c4e:")
+	m := map[string]int{}
+	for _, f := range strings.Fields(out) {
+		if cls, ok := strings.CutPrefix(f, "*flowid"); ok && cls == "" {
+			continue
+		}
+		if cls, ok := strings.CutPrefix(f, "4c4e:"); ok {
+			m["4c4e:"+cls]++
+		}
+	}
+	return m
+}
+
+// TestPortRulesFollowPlan: port-rule filters appear on the interface and
+// the IFB, follow plan changes, are removed with the plan (nothing of
+// lanes is left), and Cleanup removes them after a crash.
+func TestPortRulesFollowPlan(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := newPairNS(t)
 	before := tcState(t, p.a, p.dev)
@@ -117,17 +140,107 @@ func TestPortRulesFiltersAndRemove(t *testing.T) {
 	if err := e.Apply(context.Background(), plan); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	t.Log(strings.Join(log.take(), "\n"))
 	ifb := ifbOf(e, p.dev)
+	// tcp/5301: 1 block; udp/5400-5410: 3; 6000-6100: 5 blocks, 2
+	// protocols. Each for source and destination, IPv4 and IPv6.
+	want := map[string]int{"4c4e:20": (1 + 3) * 4, "4c4e:21": 5 * 2 * 4}
 	for _, dev := range []string{p.dev, ifb} {
-		out := output(t, "tc", "-n", p.a, "filter", "show", "dev", dev, "parent", "4c4e:")
-		t.Logf("%s:\n%s", dev, out)
+		if got := portFilterCount(t, p.a, dev); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: port filters by class %v, want %v", dev, got, want)
+		}
+	}
+	if s := tcState(t, p.a, p.dev); strings.Contains(s, "bpf") {
+		t.Errorf("BPF classifier installed with port rules forced:\n%s", s)
+	}
+	log.take()
+	if err := e.Apply(context.Background(), plan); err != nil {
+		t.Fatalf("second Apply: %v", err)
+	}
+	if ops := log.take(); len(ops) != 0 {
+		t.Errorf("second Apply with the same plan issued operations: %q", ops)
+	}
+
+	// The video lane loses its rules; bulk's shrink to one TCP port.
+	changed := testPlan(t, strings.Replace(strings.Replace(portConfig, `ports = ["tcp/5301", "udp/5400-5410"]`, `ports = []`, 1), `"6000-6100"`, `"tcp/6000"`, 1), p.dev, e.Leaf())
+	if err := e.Apply(context.Background(), changed); err != nil {
+		t.Fatalf("Apply changed plan: %v", err)
+	}
+	want = map[string]int{"4c4e:21": 4}
+	for _, dev := range []string{p.dev, ifb} {
+		if got := portFilterCount(t, p.a, dev); !reflect.DeepEqual(got, want) {
+			t.Errorf("after the change, %s: port filters by class %v, want %v", dev, got, want)
+		}
+	}
+	// No rules at all: no filters at all on the roots.
+	none := testPlan(t, "[net]\nrate = \"100mbit\"\ningress = true\n[lanes.video]\n[lanes.bulk]\n", p.dev, e.Leaf())
+	if err := e.Apply(context.Background(), none); err != nil {
+		t.Fatalf("Apply plan without ports: %v", err)
+	}
+	for _, dev := range []string{p.dev, ifb} {
+		if out := output(t, "tc", "-n", p.a, "filter", "show", "dev", dev, "parent", "4c4e:"); out != "" {
+			t.Errorf("%s has filters without port rules:\n%s", dev, out)
+		}
+	}
+
+	if err := e.Apply(context.Background(), plan); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 	if err := e.Remove(p.dev); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
 	if after := tcState(t, p.a, p.dev); after != before {
 		t.Errorf("Remove left:\n%s\nwant:\n%s", after, before)
+	}
+
+	// A crashed run's port rules go with Cleanup.
+	crashed, err := New(t.Logf, WithNetns(nsPath(p.a)), WithClassifier(ClassifyU32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crashed.Apply(context.Background(), plan); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	crashed.Close()
+	if err := Cleanup(t.Logf, WithNetns(nsPath(p.a))); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	if after := tcState(t, p.a, p.dev); after != before {
+		t.Errorf("Cleanup left:\n%s\nwant:\n%s", after, before)
+	}
+}
+
+// TestPortRulesMechanisms: with the fallback forced, `lanes doctor` shows
+// u32 port rules and why, binding and moving succeed without effect, and
+// without the option this host (which has BPF) uses BPF.
+func TestPortRulesMechanisms(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := newNetns(t, "lnum")
+	e := forcedEnforcer(t, ns, nil)
+	ms := map[string]features.Mechanism{}
+	for _, m := range e.Mechanisms() {
+		ms[m.Resource] = m
+		t.Logf("%s: %s (preferred %v, ok %v): %s", m.Resource, m.Backend, m.Preferred, m.OK, m.Reason)
+	}
+	cls := ms["net classification"]
+	if !strings.HasPrefix(cls.Backend, "u32 port rules") || !cls.OK || cls.Preferred || !strings.Contains(cls.Reason, ErrU32Forced.Error()) {
+		t.Errorf("classification mechanism %+v: want u32 port rules, OK, not preferred, because forced", cls)
+	}
+	if ing := ms["net ingress"]; netprobe.HaveIFB() == nil && (!ing.OK || !strings.Contains(ing.Backend, "u32 port rules")) {
+		t.Errorf("ingress mechanism %+v: want the IFB with u32 port rules", ing)
+	}
+	dir := newCgroup(t, "ltu32")
+	if err := e.BindLane(lane.Background, dir); err != nil {
+		t.Errorf("BindLane with port rules: %v", err)
+	}
+	if err := e.MoveSockets(1, lane.Background); err != nil {
+		t.Errorf("MoveSockets with port rules: %v", err)
+	}
+
+	auto := newEnforcer(t, ns, nil)
+	for _, m := range auto.Mechanisms() {
+		if m.Resource == "net classification" && strings.Contains(m.Backend, "u32") {
+			t.Errorf("without the option, on a host with BPF: %+v", m)
+		}
 	}
 }
 
@@ -140,7 +253,6 @@ func ifbOf(e *Enforcer, iface string) string {
 	}
 	return ""
 }
-
 
 // exchange is traffic between a server and a client, one in each of the
 // pair's namespaces.
@@ -320,6 +432,63 @@ func TestPortRulesClassify(t *testing.T) {
 						t.Errorf("%s: %d packets in lane %s, want them in %s", dir, n, c.Lane, tt.want)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestPortRulesShape: with the fallback forced, a lane with ceil 5mbit and
+// a port rule shapes a TCP upload and a TCP download on its ports to
+// 5 Mbit/s, through the src — rtr — dst topology of the shaping tests.
+func TestPortRulesShape(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTiming(t)
+	tp := newTopo(t, true)
+	e := forcedEnforcer(t, tp.src, nil)
+	cfg := mustParse(t, `
+[net]
+rate = "19mbit"
+ingress = true
+[lanes.capped]
+net = { priority = 1, ceil = "5mbit", ports = ["tcp/5331-5332"] }
+`)
+	plan, err := BuildPlan(cfg, tp.srcIf, e.Leaf())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Apply(context.Background(), plan); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Remove(tp.srcIf) })
+	l := &lanesOn{e: e, plan: plan}
+	tests := []struct {
+		name    string
+		port    int
+		reverse bool
+		dir     string
+	}{
+		{"upload", 5331, false, Egress},
+		{"download", 5332, true, Ingress},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout(3*flowSecs*time.Second))
+			defer cancel()
+			// Outside every lane's cgroup: only the port puts it in capped.
+			f := startFlow(t, ctx, tp, "", tt.port, flowSecs+2, tt.reverse)
+			time.Sleep(2 * time.Second) // past slow start
+			b0, t0 := l.laneBytes(t, tp.srcIf, tt.dir), time.Now()
+			time.Sleep(flowSecs * time.Second)
+			b1, t1 := l.laneBytes(t, tp.srcIf, tt.dir), time.Now()
+			goodput := f.wait(t)
+			rate := func(name string) float64 { return float64(b1[name]-b0[name]) * 8 / t1.Sub(t0).Seconds() }
+			t.Logf("%s on a ceil 5mbit lane by port: class rate %.3f Mbit/s (goodput %.3f Mbit/s); normal lane %.3f Mbit/s",
+				tt.name, mbit(rate("capped")), mbit(goodput), mbit(rate(lane.Normal)))
+			if r := rate("capped"); r < 4.25e6 || r > 5.75e6 {
+				t.Errorf("%s in the capped lane measured %.3f Mbit/s, want 5 ± 0.75", tt.name, mbit(r))
+			}
+			if r := rate(lane.Normal); r > 0.25e6 {
+				t.Errorf("%s: %.3f Mbit/s in the default lane, want the flow in capped", tt.name, mbit(r))
 			}
 		})
 	}

@@ -493,3 +493,56 @@ net = { priority = 1, ceil = "5mbit", ports = ["tcp/5331-5332"] }
 		})
 	}
 }
+
+// TestPortRulesAdoptAcrossClassifiers: a tree left by a run with BPF is
+// adopted with port rules forced (its BPF classifiers go), and a tree left
+// with port rules is adopted with BPF (its port rules go); Remove restores
+// the interface either way.
+func TestPortRulesAdoptAcrossClassifiers(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := newPairNS(t)
+	before := tcState(t, p.a, p.dev)
+	plan := testPlan(t, portConfig, p.dev, LeafBfifo)
+	tests := []struct {
+		name          string
+		first, second []Option
+		absent        string // what the adopting run must have removed
+	}{
+		{"bpf, then port rules", nil, []Option{WithClassifier(ClassifyU32)}, "lanes_"},
+		{"port rules, then bpf", []Option{WithClassifier(ClassifyU32)}, nil, "nexthdr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			crashed, err := New(t.Logf, append(tt.first, WithNetns(nsPath(p.a)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := crashed.Apply(context.Background(), plan); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			crashed.Close()
+			e, err := New(t.Logf, append(tt.second, WithNetns(nsPath(p.a)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if err := e.Apply(context.Background(), plan); err != nil {
+				t.Fatalf("Apply over the leftover tree: %v", err)
+			}
+			var all strings.Builder
+			for _, dev := range []string{p.dev, ifbOf(e, p.dev)} {
+				all.WriteString(tcState(t, p.a, dev))
+				all.WriteString(output(t, "tc", "-n", p.a, "filter", "show", "dev", dev, "parent", "4c4e:"))
+			}
+			if strings.Contains(all.String(), tt.absent) {
+				t.Errorf("the other classifier's %q is left:\n%s", tt.absent, all.String())
+			}
+			if err := e.Remove(p.dev); err != nil {
+				t.Fatalf("Remove: %v", err)
+			}
+			if after := tcState(t, p.a, p.dev); after != before {
+				t.Errorf("Remove left:\n%s\nwant:\n%s", after, before)
+			}
+		})
+	}
+}

@@ -78,3 +78,23 @@ func portBlocks(lo, hi uint16) []portBlock {
 	}
 	return out
 }
+
+// maxPortNodes is how many port-rule filters one u32 table can hold
+// (12-bit node ids): the IPv4 and the IPv6 table each get one filter per
+// protocol, port block and end (source, destination) of every rule.
+const maxPortNodes = 0xfff
+
+// checkPorts rejects a plan whose port rules need more u32 filters than a
+// table holds.
+func checkPorts(p Plan) error {
+	n := 0
+	for _, c := range p.Classes {
+		for _, r := range c.Ports {
+			n += 2 * len(r.Protos()) * len(portBlocks(r.Lo, r.Hi))
+		}
+	}
+	if n > maxPortNodes {
+		return fmt.Errorf("%w: interface %s: the lanes' port rules need %d u32 filters per IP version, more than %d; use fewer or narrower ranges", ErrBadPlan, p.Iface, n, maxPortNodes)
+	}
+	return nil
+}

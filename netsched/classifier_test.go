@@ -2,6 +2,8 @@ package netsched
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,5 +95,23 @@ func TestBuildPlanPorts(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"ports":["tcp/5301","5400-5410"]`) || strings.Count(string(b), `"ports"`) != 1 {
 		t.Errorf("plan JSON %s: want the ports of video only", b)
+	}
+}
+
+// TestBuildPlanTooManyPortRules: rules that need more u32 filters than a
+// table holds are a bad plan, before anything is applied.
+func TestBuildPlanTooManyPortRules(t *testing.T) {
+	// Each "2-65534" needs a filter per block, protocol (2) and end (2).
+	per := 4 * len(portBlocks(2, 65534))
+	fit := maxPortNodes / per
+	many := func(n int) string {
+		return "[net]\nrate = \"19mbit\"\n[lanes.video]\nnet.ports = [" + strings.Repeat(`"2-65534", `, n) + "]\n"
+	}
+	if _, err := BuildPlan(mustParse(t, many(fit)), "eth0", LeafBfifo); err != nil {
+		t.Errorf("%d wide ranges (%d filters): %v", fit, fit*per, err)
+	}
+	_, err := BuildPlan(mustParse(t, many(fit+1)), "eth0", LeafBfifo)
+	if want := fmt.Sprintf("need %d u32 filters", (fit+1)*per); !errors.Is(err, ErrBadPlan) || !strings.Contains(err.Error(), want) {
+		t.Errorf("%d wide ranges: %v, want ErrBadPlan with %q", fit+1, err, want)
 	}
 }

@@ -212,6 +212,9 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 	if p.Default == 0 {
 		return Plan{}, fmt.Errorf("%w: default lane %q has no class", ErrBadPlan, cfg.Default)
 	}
+	if err := checkPorts(p); err != nil {
+		return Plan{}, err
+	}
 	return p, nil
 }
 

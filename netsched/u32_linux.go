@@ -35,8 +35,6 @@ const (
 	portPrio = filterPrio + 2 // tc priority of the port-rule filters
 	portHT4  = 0x4c5          // u32 table id of the IPv4 port nodes
 	portHT6  = 0x4c6          // u32 table id of the IPv6 port nodes
-	// maxPortNodes is how many nodes a u32 table can hold (12-bit ids).
-	maxPortNodes = 0xfff
 )
 
 // portState says where port rules classify, and why BPF does not.
@@ -157,6 +155,9 @@ func (e *Enforcer) dropBPFFilter(dev netlink.Link, parent uint32) error {
 // index idx, in the order they must be added (tables, their nodes, then
 // the links to them), and a summary for the log. No rules: no filters.
 func portFilters(idx int, p Plan, dir string) ([]*netlink.U32, string, error) {
+	if err := checkPorts(p); err != nil {
+		return nil, "", err
+	}
 	attrs := netlink.FilterAttrs{LinkIndex: idx, Parent: ClassID(Major, 0), Priority: portPrio, Protocol: unix.ETH_P_ALL}
 	ends := []bool{true, false} // source port first on egress
 	if dir == Ingress {
@@ -188,9 +189,6 @@ func portFilters(idx int, p Plan, dir string) ([]*netlink.U32, string, error) {
 							port.Mask, port.Val = port.Mask<<16, port.Val<<16
 						}
 						for _, f := range fams {
-							if len(f.nodes) >= maxPortNodes {
-								return nil, "", fmt.Errorf("%w: interface %s: the lanes' port rules need more than %d u32 filters; use fewer or narrower ranges", ErrBadPlan, p.Iface, maxPortNodes)
-							}
 							handle := f.ht<<20 | uint32(len(f.nodes)+1)
 							a := attrs
 							a.Handle = handle

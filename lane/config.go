@@ -48,6 +48,7 @@ func (c *Config) Clone() *Config {
 	n.Lanes = make(map[string]*Lane, len(c.Lanes))
 	for name, l := range c.Lanes {
 		cp := *l
+		cp.Net.Ports = slices.Clone(l.Net.Ports)
 		n.Lanes[name] = &cp
 	}
 	n.Order = slices.Clone(c.Order)
@@ -179,6 +180,7 @@ type fileLaneNet struct {
 	Borrow   *bool   `toml:"borrow"`
 	Target   *string `toml:"target"`
 	Idletime *bool   `toml:"idletime"`
+	Ports    []any   `toml:"ports"`
 }
 
 type fileRule struct {
@@ -293,6 +295,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		v.lane(key, l, fl)
 	}
 	v.laneRates(c)
+	v.lanePorts(c)
 
 	if _, ok := c.Lanes[c.Default]; !ok {
 		v.add("default", "unknown lane %q (lanes: %s)", c.Default, strings.Join(c.Order, ", "))
@@ -534,6 +537,56 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 				v.add(key+".net.target", "%s is not positive", d)
 			default:
 				l.Net.Target = d
+			}
+		}
+		if n.Ports != nil {
+			l.Net.Ports = v.ports(key+".net.ports", n.Ports)
+		}
+	}
+}
+
+// ports parses a lane's net.ports entries; each bad entry is reported at
+// its own key ("lanes.video.net.ports[2]"). With a bad entry it returns no
+// rules, so that lanePorts does not check a half-parsed list.
+func (v *validator) ports(key string, entries []any) []PortRule {
+	rules := make([]PortRule, 0, len(entries))
+	ok := true
+	for i, e := range entries {
+		r, err := portRuleOf(e)
+		if err != nil {
+			v.add(fmt.Sprintf("%s[%d]", key, i+1), "%v", err)
+			ok = false
+			continue
+		}
+		rules = append(rules, r)
+	}
+	if !ok {
+		return nil
+	}
+	return rules
+}
+
+// lanePorts rejects port rules of different lanes that overlap: a packet
+// could not tell which lane it belongs to.
+func (v *validator) lanePorts(c *Config) {
+	for i, name := range c.Order {
+		l := c.Lanes[name]
+		if l == nil {
+			continue
+		}
+		for j, r := range l.Net.Ports {
+		earlier:
+			for _, prev := range c.Order[:i] {
+				pl := c.Lanes[prev]
+				if pl == nil {
+					continue
+				}
+				for _, o := range pl.Net.Ports {
+					if r.Overlaps(o) {
+						v.add(fmt.Sprintf("lanes.%s.net.ports[%d]", name, j+1), "%q overlaps %q of lane %s: a port may be in one lane only", r, o, prev)
+						break earlier
+					}
+				}
 			}
 		}
 	}

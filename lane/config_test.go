@@ -46,7 +46,7 @@ func TestDefault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Name != tt.name || !l.Unprivileged || l.CPU != tt.cpu || l.Disk != tt.disk || l.Net != tt.net {
+			if l.Name != tt.name || !l.Unprivileged || l.CPU != tt.cpu || l.Disk != tt.disk || !reflect.DeepEqual(l.Net, tt.net) {
 				t.Errorf("lane %+v, want cpu %+v disk %+v net %+v unprivileged", *l, tt.cpu, tt.disk, tt.net)
 			}
 		})
@@ -130,7 +130,7 @@ cpu.idle = true
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *l != tt.want {
+			if !reflect.DeepEqual(*l, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", *l, tt.want)
 			}
 		})
@@ -295,8 +295,9 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Lane{Name: "video", CPU: CPU{Weight: 400, CapPercent: 50}, Disk: Disk{Class: IOBestEffort, Level: 2, Weight: 200},
-		Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond}, Line: video.Line}
-	if *video != want || video.Line == 0 {
+		Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond,
+			Ports: []PortRule{{Proto: ProtoUDP, Lo: 8801, Hi: 8810}, {Lo: 3478, Hi: 3478}}}, Line: video.Line}
+	if !reflect.DeepEqual(*video, want) || video.Line == 0 {
 		t.Errorf("video lane %+v, want %+v", *video, want)
 	}
 	if c.Net.Rate != 20_000_000 || len(c.Rules) != 6 {

@@ -104,6 +104,10 @@ type Net struct {
 	// preemption interval after foreground traffic (NetGlobal.Idle).
 	// Built-in: background.
 	Idletime bool
+	// Ports are the lane's port rules: where lanes cannot classify packets
+	// by their socket's lane (no BPF), TCP and UDP packets from or to these
+	// ports go to the lane. No two lanes' rules overlap.
+	Ports []PortRule
 }
 
 // NetGlobal holds network settings that are not per lane.

@@ -34,6 +34,7 @@ type Enforcer struct {
 	clsErr  error // why the BPF classifier is unavailable, nil if it is
 	ingErr  error // why download shaping is unavailable, nil if it is
 	idleErr error // why idletime gates are unavailable, nil if they are
+	ports   portState
 
 	mu      sync.Mutex
 	objs    *lanesbpf.LanesObjects
@@ -118,6 +119,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 	}
 
 	e.clsErr = firstErr(
+		o.classifier.forced(),
 		netprobe.HaveQdisc("clsact"),
 		netprobe.HaveBPFProgramType(ebpf.CGroupSock),
 		netprobe.HaveBPFProgramType(ebpf.SchedCLS),
@@ -145,6 +147,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupUdp),
 		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
 	)
+	e.initPortRules()
 	return e, nil
 }
 
@@ -174,9 +177,11 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 	if e.clsErr == nil {
 		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "BPF cgroup sock_create priority + tc clsact egress classifier by socket cgroup", Preferred: true, Reason: "probed: cgroup sock programs, clsact, bpf_skb_ancestor_cgroup_id", OK: true})
 	} else {
-		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "none: every packet goes to the default lane", Reason: e.clsErr.Error()})
+		ms = append(ms, e.classificationByPorts())
 	}
-	if e.ingErr == nil {
+	if e.ports.ingress {
+		ms = append(ms, e.ingressByPorts())
+	} else if e.ingErr == nil {
 		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB (u32 + mirred redirect), lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, u32 + mirred, bpf_sk_lookup_tcp/udp and bpf_sk_storage_get in tc", OK: true})
 	} else {
 		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "none: downloads are not shaped", Reason: e.ingErr.Error()})
@@ -330,6 +335,11 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 		if err := e.replaceFilter(dev, netlink.HANDLE_MIN_EGRESS, e.objs.LanesEgress, "lanes_egress"); err != nil {
 			return err
 		}
+	} else if err := e.dropBPFFilter(dev, netlink.HANDLE_MIN_EGRESS); err != nil {
+		return err
+	}
+	if err := e.syncPortFilters(dev, p, Egress, e.ports.egress); err != nil {
+		return err
 	}
 	if !p.Ingress {
 		if st.ifb != "" {
@@ -358,12 +368,19 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 	if err := e.buildTree(ifb, p, maxGRO(dev)+MTU); err != nil {
 		return fmt.Errorf("ifb %s: %w", name, err)
 	}
+	if err := e.syncPortFilters(ifb, p, Ingress, e.ports.ingress); err != nil {
+		return fmt.Errorf("ifb %s: %w", name, err)
+	}
 	added, err := e.ensureClsact(dev)
 	st.addedClsact = st.addedClsact || added
 	if err != nil {
 		return err
 	}
-	if err := e.replaceFilter(dev, netlink.HANDLE_MIN_INGRESS, e.objs.LanesIngress, "lanes_ingress"); err != nil {
+	if e.ports.ingress {
+		if err := e.dropBPFFilter(dev, netlink.HANDLE_MIN_INGRESS); err != nil {
+			return err
+		}
+	} else if err := e.replaceFilter(dev, netlink.HANDLE_MIN_INGRESS, e.objs.LanesIngress, "lanes_ingress"); err != nil {
 		return err
 	}
 	if err := e.ensureRedirect(dev, ifb); err != nil {

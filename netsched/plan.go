@@ -92,6 +92,9 @@ type Class struct {
 	// Mark: the lane's upload packets carry DSCP LE (RFC 8622), so that
 	// the receiver (and the network) can treat them as background.
 	Mark bool `json:"mark,omitempty"`
+	// Ports are the lane's port rules (net.ports), installed as u32
+	// filters only where packets cannot be classified by BPF.
+	Ports []lane.PortRule `json:"ports,omitempty"`
 }
 
 // Plan is the desired tree of one interface. The same tree is built on the
@@ -254,6 +257,7 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 			Leaf:       leaf,
 			LeafHandle: ClassID(leafMajorBase+minor, 0),
 			Target:     n.Target,
+			Ports:      slices.Clone(n.Ports),
 		}
 		if n.Ceil != 0 {
 			c.Ceil = min(n.Ceil, link)
@@ -299,6 +303,9 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 	}
 	if p.Default == 0 {
 		return Plan{}, fmt.Errorf("%w: default lane %q has no class", ErrBadPlan, cfg.Default)
+	}
+	if err := checkPorts(p); err != nil {
+		return Plan{}, err
 	}
 	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -163,7 +164,7 @@ func TestWithIdletime(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("WithIdletime: %v, want error %v", err, tt.wantErr)
 			}
-			if !slices.Equal(p.Classes, orig) {
+			if !reflect.DeepEqual(p.Classes, orig) {
 				t.Error("WithIdletime modified its receiver's classes")
 			}
 			if err != nil {

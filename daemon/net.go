@@ -22,8 +22,9 @@ type netRecord struct {
 // network is the daemon's network side: one netsched enforcer and the
 // interfaces it shapes.
 type network struct {
-	e      *netsched.Enforcer
-	ifaces []string
+	e          *netsched.Enforcer
+	ifaces     []string
+	classifier netsched.Classifier
 	// idle runs the preemption intervals of the interfaces' idletime
 	// lanes ([net.idletime]); nil when pi is off.
 	idle *idleRun
@@ -71,18 +72,34 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 	if err != nil {
 		return err
 	}
+	classifier := netsched.ClassifyAuto
+	if cfg.Net.Classifier == "ports" {
+		classifier = netsched.ClassifyU32
+	}
+	if d.net != nil && d.net.classifier != classifier {
+		// The classifier is chosen when the enforcer loads its programs.
+		d.logf("net: classifier changed: rebuilding the network trees")
+		d.stopNet()
+	}
 	if d.net == nil {
-		e, err := netsched.New(d.logf)
+		e, err := netsched.New(d.logf, netsched.WithClassifier(classifier))
 		if err != nil {
 			d.setHealth("net-unavailable", err.Error())
 			return fmt.Errorf("net: %w", err)
 		}
-		d.net = &network{e: e}
+		d.net = &network{e: e, classifier: classifier}
 		d.engine.SetNet(e)
 	}
 	// Build every plan first: a bad config changes nothing.
 	plans := map[string]netsched.Plan{}
 	idle := idletimeOf(cfg)
+	if len(idle.Lanes) > 0 {
+		if err := d.net.e.IdletimeErr(); err != nil {
+			// Background lanes stay lowest-priority classes (PI 0).
+			d.setHealth("net-idletime", "preemption intervals unavailable, background is strict lowest priority only: "+err.Error())
+			idle = netsched.Idletime{}
+		}
+	}
 	for _, iface := range ifaces {
 		p, err := netsched.BuildPlan(cfg, iface, d.net.e.Leaf())
 		if err == nil {
@@ -128,6 +145,8 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		} else {
 			d.setHealth("net-idletime", "")
 		}
+	} else if _, on := policyOf(cfg.Net.Idle.PI); !on {
+		d.setHealth("net-idletime", "")
 	}
 	return errors.Join(errs...)
 }

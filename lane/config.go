@@ -129,6 +129,7 @@ type fileNetGlobal struct {
 	Interfaces []string     `toml:"interfaces"`
 	Rate       *string      `toml:"rate"`
 	Ingress    *bool        `toml:"ingress"`
+	Classifier *string      `toml:"classifier"`
 	Idletime   *fileNetIdle `toml:"idletime"`
 }
 
@@ -362,6 +363,14 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 	}
 	if fn.Ingress != nil {
 		n.Ingress = *fn.Ingress
+	}
+	if fn.Classifier != nil {
+		switch *fn.Classifier {
+		case "auto", "ports":
+			n.Classifier = *fn.Classifier
+		default:
+			v.add("net.classifier", "unknown classifier %q (want \"auto\" or \"ports\")", *fn.Classifier)
+		}
 	}
 	if fi := fn.Idletime; fi != nil {
 		v.pi("net.idletime", &n.Idle.PI, &fi.filePI)

@@ -499,6 +499,7 @@ pi_max = "50ms"`, PIAdaptive, 0},
 		{"[net.idletime]\npi_k = 0", `t.toml:2: net.idletime.pi_k: 0 is outside (0, 1000]`},
 		{"[net.idletime]\nspeed = 1", `t.toml:2: net.idletime.speed: unknown key`},
 		{"[disk.idletime]\npi = \"auto\"", `t.toml:2: disk.idletime.pi: "auto" derives`},
+		{"[net]\nclassifier = \"bpf\"", `t.toml:2: net.classifier: unknown classifier "bpf"`},
 		{"[disk.idletime]\ndevices = [\"sda\"]", `t.toml:2: disk.idletime.devices: "sda" is not a block device path`},
 	}
 	for _, tc := range bad {

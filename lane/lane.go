@@ -119,6 +119,10 @@ type NetGlobal struct {
 	Rate uint64
 	// Ingress: also shape the download direction (IFB).
 	Ingress bool
+	// Classifier is how packets find their lane: "auto" (by process with
+	// BPF where the kernel can, per-lane port rules where it cannot) or
+	// "ports" (port rules only).
+	Classifier string
 	// Idle is idletime scheduling of the lanes with Net.Idletime set
 	// ([net.idletime]).
 	Idle NetIdletime

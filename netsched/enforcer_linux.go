@@ -772,3 +772,8 @@ func (e *Enforcer) Applied() map[string]Plan {
 	}
 	return out
 }
+
+// IdletimeErr says why idletime gates are unavailable on this enforcer
+// (BPF classification off or missing, no TBF, no ring buffer); nil if
+// they are available.
+func (e *Enforcer) IdletimeErr() error { return e.idleErr }

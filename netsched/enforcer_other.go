@@ -71,3 +71,6 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 
 // ForegroundSRTT returns 0.
 func (e *Enforcer) ForegroundSRTT(iface string) time.Duration { return 0 }
+
+// IdletimeErr is always errUnsupported off Linux.
+func (e *Enforcer) IdletimeErr() error { return errUnsupported }

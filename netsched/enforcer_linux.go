@@ -42,6 +42,7 @@ type Enforcer struct {
 	bound   map[string]boundLane // lane -> its cgroup
 	closed  bool
 
+	opts      options
 	gateMem   []byte         // the idle_gates array, mmapped
 	slots     [maxGates]bool // idle_gates slots in use
 	evReading bool           // an IdleEvents reader runs
@@ -85,6 +86,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		opt(&o)
 	}
 	e := &Enforcer{
+		opts:    o,
 		logf:    logf,
 		ns:      netns.None(),
 		ifaces:  map[string]*ifaceState{},

@@ -125,6 +125,7 @@ type netGate struct {
 	frame   []byte
 	seq     uint32
 	held    bool
+	heldAt  idletime.Mono // when the last hold's netlink batch was acknowledged
 	closed  bool
 }
 
@@ -135,7 +136,8 @@ func (g *netGate) Name() string { return g.name }
 
 // Hold stops the direction's idletime lanes from dequeuing: it closes the
 // gate (no event for later foreground packets) and changes each lane's TBF
-// to 8 bit/s, in one netlink batch.
+// to 8 bit/s, in one netlink batch. A held gate is only closed: the TBFs
+// are already held (by an earlier Hold, or by the event reader).
 func (g *netGate) Hold() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -143,10 +145,13 @@ func (g *netGate) Hold() error {
 		return fmt.Errorf("hold %s: gate removed", g.name)
 	}
 	atomic.StoreUint32(&g.mem.Open, 0)
+	if g.held {
+		return nil // held by the event reader (or twice by the controller)
+	}
 	if err := g.send(g.hold); err != nil {
 		return fmt.Errorf("hold %s: %w", g.name, err)
 	}
-	g.held = true
+	g.held, g.heldAt = true, monoNow()
 	return nil
 }
 
@@ -542,9 +547,15 @@ func (e *Enforcer) ForegroundSRTT(iface string) time.Duration {
 // is the index of the gate in gates, which must come from IdleGates or
 // AllIdleGates; without gates, in AllIdleGates() as it is at this call.
 // Events of other gates are dropped. The reader runs on a goroutine locked
-// to its OS thread; the channel closes when ctx ends or the ring buffer
-// fails. One reader at a time: call again (after ending the old ctx) when
-// the set of gates changed.
+// to its OS thread (SCHED_FIFO with WithIdleReaderPriority) and, unless
+// the Enforcer was made WithoutIdleAutoHold, holds the event's gate before
+// it sends the event: a foreground packet on a released gate always starts
+// a preemption interval, and this keeps the controller's goroutine off the
+// path from the packet to the hold (its Hold then returns at once). A
+// failed hold there is logged; the controller's Hold retries it. The
+// channel closes when ctx ends or the ring buffer fails. One reader at a
+// time: call again (after ending the old ctx) when the set of gates
+// changed.
 func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-chan idletime.Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -558,13 +569,16 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 		gates = e.allGatesLocked()
 	}
 	index := map[uint32]int{}
+	bySlot := map[uint32]*netGate{}
 	for i, g := range gates {
 		ng, ok := g.(*netGate)
 		if !ok {
 			return nil, fmt.Errorf("idletime events: gate %d (%s) is not a network gate", i, g.Name())
 		}
 		index[ng.slot] = i
+		bySlot[ng.slot] = ng
 	}
+	autoHold, prio := !e.opts.noIdleAutoHold, e.opts.idleReaderPrio
 	rd, err := ringbuf.NewReader(e.objs.IdleEvents)
 	if err != nil {
 		return nil, fmt.Errorf("idletime events: %w", err)
@@ -581,7 +595,21 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 	}()
 	go func() {
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		if prio > 0 {
+			rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+			if err := unix.SchedSetAttr(0, &rt, 0); err != nil {
+				e.logf("netsched: idletime event reader stays at normal priority: SCHED_FIFO %d: %v", prio, err)
+				prio = 0
+			}
+		}
+		defer func() {
+			if prio > 0 {
+				// The thread dies with the goroutine (locked, never
+				// unlocked): it cannot take the policy elsewhere.
+				return
+			}
+			runtime.UnlockOSThread()
+		}()
 		defer func() {
 			close(stop)
 			close(ch)
@@ -605,11 +633,21 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 			if !ok {
 				continue
 			}
+			if autoHold {
+				if err := bySlot[ev.Slot].Hold(); err != nil {
+					e.logf("netsched: idletime event reader: %v", err)
+				}
+			}
 			select {
 			case ch <- idletime.Event{Gate: i, At: idletime.Mono(ev.Ts)}:
 			case <-ctx.Done():
 				return
 			}
+			// The receiver was readied on this thread's P, which the
+			// blocking epoll_wait of the next read would keep until the
+			// runtime's monitor takes it back (up to milliseconds):
+			// yielding hands the P, and the receiver, to another thread.
+			runtime.Gosched()
 		}
 	}()
 	return ch, nil

@@ -32,9 +32,14 @@ var bgClass = ClassID(Major, backgroundMinor)
 
 // idleOn applies the idletime plan on ns's iface and returns the enforcer,
 // the plan and the gates (egress, ingress).
-func idleOn(t *testing.T, ns, iface string, o Idletime) (*Enforcer, [2]*netGate) {
+func idleOn(t *testing.T, ns, iface string, o Idletime, opts ...Option) (*Enforcer, [2]*netGate) {
 	t.Helper()
-	e := newEnforcer(t, ns, &opLog{}) // quiet
+	quiet := &opLog{}
+	e, err := New(quiet.logf, append([]Option{WithNetns(nsPath(ns))}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
 	if e.idleErr != nil {
 		t.Skipf("idletime unavailable: %v", e.idleErr)
 	}
@@ -409,14 +414,31 @@ func TestIdleEvents(t *testing.T) {
 }
 
 // TestIdleReactionTime measures, over 600 holds, the time from the
-// kernel's stamp of a foreground packet on a released gate to Hold
-// returning: ring buffer, the reader's thread, the channel, and the
-// netlink change of the TBF. The figures are logged; CI asserts only a
-// generous p99 bound.
+// kernel's stamp of a foreground packet on a released gate to the TBFs
+// being held (the event reader's hold, by default) and to the
+// controller's Hold returning: ring buffer, the reader's thread, the
+// netlink change of the TBFs, the channel. The figures are logged; CI
+// asserts only a generous p99 bound.
 func TestIdleReactionTime(t *testing.T) {
 	testutil.RequireRoot(t)
+	tests := []struct {
+		name string
+		opts []Option
+	}{
+		{"reader holds (default)", nil},
+		{"reader holds, SCHED_FIFO", []Option{WithIdleReaderPriority(20)}},
+		{"controller holds", []Option{WithoutIdleAutoHold()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reactionTime(t, tt.opts...)
+		})
+	}
+}
+
+func reactionTime(t *testing.T, opts ...Option) {
 	tp := newTopo(t, false)
-	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
+	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}}, opts...)
 	g := gates[dirEgress]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -429,7 +451,7 @@ func TestIdleReactionTime(t *testing.T) {
 	to := inet4(dstAddr, 6201)
 	buf := make([]byte, 100)
 	const n = 600
-	var toEvent, toHold []time.Duration
+	var toHeld, toEvent, toHold []time.Duration
 	for i := 0; i < n; i++ {
 		if err := g.Release(); err != nil {
 			t.Fatal(err)
@@ -448,17 +470,46 @@ func TestIdleReactionTime(t *testing.T) {
 		if err := g.Hold(); err != nil {
 			t.Fatal(err)
 		}
-		held := monoNow()
+		returned := monoNow()
+		g.mu.Lock()
+		heldAt := g.heldAt
+		g.mu.Unlock()
+		toHeld = append(toHeld, time.Duration(heldAt-ev.At))
 		toEvent = append(toEvent, time.Duration(got-ev.At))
-		toHold = append(toHold, time.Duration(held-ev.At))
+		toHold = append(toHold, time.Duration(returned-ev.At))
 	}
-	pe, ph := percentiles(toEvent), percentiles(toHold)
-	t.Logf("%d holds: foreground packet -> event received: %s", n, pe)
+	ph := percentiles(toHold)
+	t.Logf("%d holds: foreground packet -> TBFs held:      %s", n, percentiles(toHeld))
+	t.Logf("%d holds: foreground packet -> event received: %s", n, percentiles(toEvent))
 	t.Logf("%d holds: foreground packet -> Hold returned:  %s", n, ph)
 	testutil.RequireTiming(t)
 	if ph.p99 > 5*time.Millisecond {
 		t.Errorf("p99 reaction %v, want below 5 ms", ph.p99)
 	}
+}
+
+// TestIdleNetlinkCost logs what Hold and Release cost alone (the netlink
+// batch, and the kick), the part of the reaction time lanes controls.
+func TestIdleNetlinkCost(t *testing.T) {
+	testutil.RequireRoot(t)
+	tp := newTopo(t, false)
+	_, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
+	g := gates[dirEgress]
+	var hs, rs []time.Duration
+	for i := 0; i < 300; i++ {
+		t0 := time.Now()
+		if err := g.Release(); err != nil {
+			t.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := g.Hold(); err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, time.Since(t1))
+		rs = append(rs, t1.Sub(t0))
+	}
+	t.Logf("hold: %s", percentiles(hs))
+	t.Logf("release: %s", percentiles(rs))
 }
 
 type pcts struct{ p50, p90, p99, max time.Duration }

@@ -28,4 +28,16 @@
 // Downloads: a clsact ingress program finds each packet's local socket
 // (bpf_sk_lookup_tcp/udp) and labels the packet; a u32 filter with mirred
 // redirects IP packets to the IFB "lanes-ifb<ifindex>".
+//
+// Idletime (seed 003's preemption intervals; idle_linux.go has the
+// mechanism): Plan.WithIdletime makes lanes idletime background (their
+// leaves become TBFs that can be held), marks their uploads DSCP LE and
+// makes receiving sockets follow LE/CS1 senders into them. After Apply,
+// the daemon gets the gates (IdleGates per interface, or AllIdleGates),
+// starts IdleEvents once with the same gates, and hands both to the
+// idletime Controller, which calls Release after each preemption interval
+// and Hold on each event (the event reader has held the gate by then);
+// ForegroundSRTT feeds the "auto" PI length. After an Apply that adds or
+// removes interfaces or idletime lanes, it fetches the gates again and
+// restarts IdleEvents.
 package netsched

@@ -46,6 +46,7 @@ type Enforcer struct {
 	gateMem   []byte         // the idle_gates array, mmapped
 	slots     [maxGates]bool // idle_gates slots in use
 	evReading bool           // an IdleEvents reader runs
+	evStop    func()         // stops it (Close)
 }
 
 type boundLane struct {
@@ -202,6 +203,9 @@ func (e *Enforcer) Close() error {
 		return nil
 	}
 	e.closed = true
+	if e.evStop != nil {
+		e.evStop()
+	}
 	var errs []error
 	for dir, l := range e.cgLinks {
 		if err := l.Close(); err != nil {

@@ -553,8 +553,8 @@ func (e *Enforcer) ForegroundSRTT(iface string) time.Duration {
 // a preemption interval, and this keeps the controller's goroutine off the
 // path from the packet to the hold (its Hold then returns at once). A
 // failed hold there is logged; the controller's Hold retries it. The
-// channel closes when ctx ends or the ring buffer fails. One reader at a
-// time: call again (after ending the old ctx) when the set of gates
+// channel closes when ctx ends, the Enforcer is closed or the ring buffer
+// fails. One reader at a time: call again (after ending the old ctx) when the set of gates
 // changed.
 func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-chan idletime.Event, error) {
 	e.mu.Lock()
@@ -586,6 +586,8 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 	e.evReading = true
 	ch := make(chan idletime.Event, 64)
 	stop := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	e.evStop = cancel
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -613,6 +615,7 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 		defer func() {
 			close(stop)
 			close(ch)
+			cancel()
 			e.mu.Lock()
 			e.evReading = false
 			e.mu.Unlock()

@@ -30,6 +30,18 @@ ingress = true
 
 var bgClass = ClassID(Major, backgroundMinor)
 
+// newIdleTopo is newTopo without IPv6: a fresh link's neighbour discovery
+// and multicast listener reports are foreground packets that would close
+// gates at random moments of the tests.
+func newIdleTopo(t *testing.T) *topo {
+	t.Helper()
+	tp := newTopo(t, false)
+	for _, ns := range []string{tp.src, tp.rtr, tp.dst} {
+		run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
+	}
+	return tp
+}
+
 // idleOn applies the idletime plan on ns's iface and returns the enforcer,
 // the plan and the gates (egress, ingress).
 func idleOn(t *testing.T, ns, iface string, o Idletime, opts ...Option) (*Enforcer, [2]*netGate) {
@@ -228,7 +240,7 @@ func waitGrowth(t *testing.T, e *Enforcer, iface, dir, laneName string, from uin
 // buffer (UDP), on ACKs (TCP) or keeps sending (downloads through the IFB).
 func TestIdleHoldRelease(t *testing.T) {
 	testutil.RequireRoot(t)
-	tp := newTopo(t, false)
+	tp := newIdleTopo(t)
 	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
 	tests := []struct {
 		name string
@@ -311,7 +323,7 @@ func TestIdleHoldRelease(t *testing.T) {
 // exactly once; a held gate reports nothing.
 func TestIdleEvents(t *testing.T) {
 	testutil.RequireRoot(t)
-	tp := newTopo(t, false)
+	tp := newIdleTopo(t)
 	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -437,7 +449,7 @@ func TestIdleReactionTime(t *testing.T) {
 }
 
 func reactionTime(t *testing.T, opts ...Option) {
-	tp := newTopo(t, false)
+	tp := newIdleTopo(t)
 	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}}, opts...)
 	g := gates[dirEgress]
 	ctx, cancel := context.WithCancel(context.Background())
@@ -492,7 +504,7 @@ func reactionTime(t *testing.T, opts ...Option) {
 // batch, and the kick), the part of the reaction time lanes controls.
 func TestIdleNetlinkCost(t *testing.T) {
 	testutil.RequireRoot(t)
-	tp := newTopo(t, false)
+	tp := newIdleTopo(t)
 	_, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
 	g := gates[dirEgress]
 	var hs, rs []time.Duration
@@ -531,7 +543,7 @@ func percentiles(ds []time.Duration) pcts {
 // class on the IFB and its ACKs in dst's egress background class.
 func TestIdleMarkAndFollow(t *testing.T) {
 	testutil.RequireRoot(t)
-	tp := newTopo(t, false)
+	tp := newIdleTopo(t)
 	o := Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true}
 	idleOn(t, tp.src, tp.srcIf, o)
 	eDst, _ := idleOn(t, tp.dst, "v-dst", o)
@@ -579,7 +591,7 @@ func TestIdleMarkAndFollow(t *testing.T) {
 // lanes; a plan without them retires the gates; Remove too.
 func TestIdleGatesLifecycle(t *testing.T) {
 	testutil.RequireRoot(t)
-	tp := newTopo(t, false)
+	tp := newIdleTopo(t)
 	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
 	if err := gates[dirEgress].Hold(); err != nil {
 		t.Fatal(err)
@@ -607,5 +619,22 @@ func TestIdleGatesLifecycle(t *testing.T) {
 	}
 	if out := output(t, "tc", "-n", tp.src, "qdisc", "show", "dev", tp.srcIf); strings.Contains(out, "tbf") {
 		t.Errorf("tbf leaf left after idletime was turned off:\n%s", out)
+	}
+	// Close ends the event reader.
+	evs, err := e.IdleEvents(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Remove(tp.srcIf); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	select {
+	case _, ok := <-evs:
+		if ok {
+			t.Error("an event after Close")
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("the event channel is still open after Close")
 	}
 }

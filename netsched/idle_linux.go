@@ -101,7 +101,6 @@ const idleEventSize = int(unsafe.Sizeof(idleEvent{}))
 type tbfLeaf struct {
 	class, handle uint32
 	limit         uint32
-	releasedRate  uint64 // bytes/s
 }
 
 // netGate is one interface direction's idletime gate; it implements
@@ -117,8 +116,9 @@ type netGate struct {
 	mu      sync.Mutex
 	tree    int // ifindex of the device whose tree has the leaves (the device, or its IFB)
 	leaves  []tbfLeaf
-	hold    []byte // netlink batch: every leaf's TBF held
-	release []byte // ... released
+	hold    [][]byte // netlink requests: every leaf's TBF held
+	release [][]byte // ... released
+	batch   []byte   // the requests of one call, sent at once
 	nlfd    int
 	pktfd   int
 	kick    unix.SockaddrLinklayer
@@ -191,21 +191,23 @@ func (g *netGate) srtt() time.Duration {
 	return time.Duration(atomic.LoadUint32(&g.mem.SrttUs)) * time.Microsecond
 }
 
-// send writes a netlink batch and waits for one acknowledgement per
-// message. Messages are numbered from a fresh sequence number, so that
-// acknowledgements left over from a failed call are skipped.
-func (g *netGate) send(batch []byte) error {
-	n := len(g.leaves)
+// send writes netlink requests in one batch and waits for one
+// acknowledgement per request. Requests are numbered from a fresh sequence
+// number, so that acknowledgements left over from a failed call are
+// skipped.
+func (g *netGate) send(msgs [][]byte) error {
+	n := len(msgs)
 	if n == 0 {
 		return nil
 	}
-	msgLen := len(batch) / n
 	first := g.seq + 1
-	for i := 0; i < n; i++ {
-		binary.NativeEndian.PutUint32(batch[i*msgLen+8:], first+uint32(i))
+	g.batch = g.batch[:0]
+	for i, m := range msgs {
+		binary.NativeEndian.PutUint32(m[8:], first+uint32(i)) // nlmsghdr.nlmsg_seq
+		g.batch = append(g.batch, m...)
 	}
 	g.seq += uint32(n)
-	if err := unix.Sendto(g.nlfd, batch, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if err := unix.Sendto(g.nlfd, g.batch, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return fmt.Errorf("netlink send: %w", err)
 	}
 	var buf [4096]byte
@@ -274,7 +276,8 @@ func tbfOptions(rate uint64, burst, limit uint32) *nl.RtAttr {
 	return opts
 }
 
-// releasedTbf returns a leaf's released rate (bytes/s) and burst.
+// releasedTbf returns a leaf's released rate (bytes/s: 10 Gbit/s, or twice
+// the lane's ceiling when that is more) and burst.
 func releasedTbf(c Class) (uint64, uint32) {
 	return max(releasedMinRate, c.Ceil/4), max(releasedMinBurst, c.Limit)
 }
@@ -375,10 +378,10 @@ func (g *netGate) configure(tree netlink.Link, p Plan, minFifo uint32) error {
 		}
 		c.Limit = max(c.Limit, minFifo)
 		rate, burst := releasedTbf(c)
-		l := tbfLeaf{class: c.ClassID, handle: c.LeafHandle, limit: c.Limit, releasedRate: rate}
+		l := tbfLeaf{class: c.ClassID, handle: c.LeafHandle, limit: c.Limit}
 		g.leaves = append(g.leaves, l)
-		g.hold = append(g.hold, tbfMsg(a.Index, l, heldRate, heldBurst(a.MTU))...)
-		g.release = append(g.release, tbfMsg(a.Index, l, rate, burst)...)
+		g.hold = append(g.hold, tbfMsg(a.Index, l, heldRate, heldBurst(a.MTU)))
+		g.release = append(g.release, tbfMsg(a.Index, l, rate, burst))
 	}
 	g.kick = unix.SockaddrLinklayer{Protocol: htons(kickEthertype), Ifindex: a.Index, Halen: uint8(min(len(a.HardwareAddr), 8))}
 	copy(g.kick.Addr[:], a.HardwareAddr)

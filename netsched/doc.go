@@ -36,4 +36,16 @@
 // a lane's rules go to that lane, the rest to the default lane. With BPF
 // they are not installed. The same applies to downloads alone when only
 // the BPF ingress helpers are missing.
+//
+// Idletime (seed 003's preemption intervals; idle_linux.go has the
+// mechanism): Plan.WithIdletime makes lanes idletime background (their
+// leaves become TBFs that can be held), marks their uploads DSCP LE and
+// makes receiving sockets follow LE/CS1 senders into them. After Apply,
+// the daemon gets the gates (IdleGates per interface, or AllIdleGates),
+// starts IdleEvents once with the same gates, and hands both to the
+// idletime Controller, which calls Release after each preemption interval
+// and Hold on each event (the event reader has held the gate by then);
+// ForegroundSRTT feeds the "auto" PI length. After an Apply that adds or
+// removes interfaces or idletime lanes, it fetches the gates again and
+// restarts IdleEvents.
 package netsched

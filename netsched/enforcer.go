@@ -26,13 +26,29 @@ type LaneStats struct {
 type Option func(*options)
 
 type options struct {
-	netnsPath  string
-	classifier Classifier
+	netnsPath      string
+	classifier     Classifier
+	noIdleAutoHold bool
+	idleReaderPrio int
 }
 
 // WithNetns makes the Enforcer manage the interfaces of the network
 // namespace at path (e.g. /run/netns/NAME) instead of the caller's.
 func WithNetns(path string) Option { return func(o *options) { o.netnsPath = path } }
+
+// WithoutIdleAutoHold makes the idletime event reader (IdleEvents) only
+// report foreground packets. By default it holds the gate itself before it
+// reports the event, which saves the hand-over to the controller's
+// goroutine on the way to the hold; the controller's own Hold then returns
+// at once.
+func WithoutIdleAutoHold() Option { return func(o *options) { o.noIdleAutoHold = true } }
+
+// WithIdleReaderPriority runs the idletime event reader's thread at
+// SCHED_FIFO priority prio (1..99; 0, the default: no change), so that a
+// busy host's other work does not delay holds. It is best effort: a
+// refusal (no CAP_SYS_NICE, an RT-less cgroup) is logged and the thread
+// keeps its policy.
+func WithIdleReaderPriority(prio int) Option { return func(o *options) { o.idleReaderPrio = prio } }
 
 // ifbPrefix starts the name of every IFB device lanes creates; Cleanup
 // removes devices with this prefix.

@@ -43,9 +43,11 @@ type Enforcer struct {
 	bound   map[string]boundLane // lane -> its cgroup
 	closed  bool
 
+	opts      options
 	gateMem   []byte         // the idle_gates array, mmapped
 	slots     [maxGates]bool // idle_gates slots in use
 	evReading bool           // an IdleEvents reader runs
+	evStop    func()         // stops it (Close)
 }
 
 type boundLane struct {
@@ -86,6 +88,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		opt(&o)
 	}
 	e := &Enforcer{
+		opts:    o,
 		logf:    logf,
 		ns:      netns.None(),
 		ifaces:  map[string]*ifaceState{},
@@ -205,6 +208,9 @@ func (e *Enforcer) Close() error {
 		return nil
 	}
 	e.closed = true
+	if e.evStop != nil {
+		e.evStop()
+	}
 	var errs []error
 	for dir, l := range e.cgLinks {
 		if err := l.Close(); err != nil {

@@ -101,7 +101,6 @@ const idleEventSize = int(unsafe.Sizeof(idleEvent{}))
 type tbfLeaf struct {
 	class, handle uint32
 	limit         uint32
-	releasedRate  uint64 // bytes/s
 }
 
 // netGate is one interface direction's idletime gate; it implements
@@ -117,14 +116,16 @@ type netGate struct {
 	mu      sync.Mutex
 	tree    int // ifindex of the device whose tree has the leaves (the device, or its IFB)
 	leaves  []tbfLeaf
-	hold    []byte // netlink batch: every leaf's TBF held
-	release []byte // ... released
+	hold    [][]byte // netlink requests: every leaf's TBF held
+	release [][]byte // ... released
+	batch   []byte   // the requests of one call, sent at once
 	nlfd    int
 	pktfd   int
 	kick    unix.SockaddrLinklayer
 	frame   []byte
 	seq     uint32
 	held    bool
+	heldAt  idletime.Mono // when the last hold's netlink batch was acknowledged
 	closed  bool
 }
 
@@ -135,7 +136,8 @@ func (g *netGate) Name() string { return g.name }
 
 // Hold stops the direction's idletime lanes from dequeuing: it closes the
 // gate (no event for later foreground packets) and changes each lane's TBF
-// to 8 bit/s, in one netlink batch.
+// to 8 bit/s, in one netlink batch. A held gate is only closed: the TBFs
+// are already held (by an earlier Hold, or by the event reader).
 func (g *netGate) Hold() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -143,10 +145,13 @@ func (g *netGate) Hold() error {
 		return fmt.Errorf("hold %s: gate removed", g.name)
 	}
 	atomic.StoreUint32(&g.mem.Open, 0)
+	if g.held {
+		return nil // held by the event reader (or twice by the controller)
+	}
 	if err := g.send(g.hold); err != nil {
 		return fmt.Errorf("hold %s: %w", g.name, err)
 	}
-	g.held = true
+	g.held, g.heldAt = true, monoNow()
 	return nil
 }
 
@@ -186,21 +191,23 @@ func (g *netGate) srtt() time.Duration {
 	return time.Duration(atomic.LoadUint32(&g.mem.SrttUs)) * time.Microsecond
 }
 
-// send writes a netlink batch and waits for one acknowledgement per
-// message. Messages are numbered from a fresh sequence number, so that
-// acknowledgements left over from a failed call are skipped.
-func (g *netGate) send(batch []byte) error {
-	n := len(g.leaves)
+// send writes netlink requests in one batch and waits for one
+// acknowledgement per request. Requests are numbered from a fresh sequence
+// number, so that acknowledgements left over from a failed call are
+// skipped.
+func (g *netGate) send(msgs [][]byte) error {
+	n := len(msgs)
 	if n == 0 {
 		return nil
 	}
-	msgLen := len(batch) / n
 	first := g.seq + 1
-	for i := 0; i < n; i++ {
-		binary.NativeEndian.PutUint32(batch[i*msgLen+8:], first+uint32(i))
+	g.batch = g.batch[:0]
+	for i, m := range msgs {
+		binary.NativeEndian.PutUint32(m[8:], first+uint32(i)) // nlmsghdr.nlmsg_seq
+		g.batch = append(g.batch, m...)
 	}
 	g.seq += uint32(n)
-	if err := unix.Sendto(g.nlfd, batch, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if err := unix.Sendto(g.nlfd, g.batch, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return fmt.Errorf("netlink send: %w", err)
 	}
 	var buf [4096]byte
@@ -269,7 +276,8 @@ func tbfOptions(rate uint64, burst, limit uint32) *nl.RtAttr {
 	return opts
 }
 
-// releasedTbf returns a leaf's released rate (bytes/s) and burst.
+// releasedTbf returns a leaf's released rate (bytes/s: 10 Gbit/s, or twice
+// the lane's ceiling when that is more) and burst.
 func releasedTbf(c Class) (uint64, uint32) {
 	return max(releasedMinRate, c.Ceil/4), max(releasedMinBurst, c.Limit)
 }
@@ -370,10 +378,10 @@ func (g *netGate) configure(tree netlink.Link, p Plan, minFifo uint32) error {
 		}
 		c.Limit = max(c.Limit, minFifo)
 		rate, burst := releasedTbf(c)
-		l := tbfLeaf{class: c.ClassID, handle: c.LeafHandle, limit: c.Limit, releasedRate: rate}
+		l := tbfLeaf{class: c.ClassID, handle: c.LeafHandle, limit: c.Limit}
 		g.leaves = append(g.leaves, l)
-		g.hold = append(g.hold, tbfMsg(a.Index, l, heldRate, heldBurst(a.MTU))...)
-		g.release = append(g.release, tbfMsg(a.Index, l, rate, burst)...)
+		g.hold = append(g.hold, tbfMsg(a.Index, l, heldRate, heldBurst(a.MTU)))
+		g.release = append(g.release, tbfMsg(a.Index, l, rate, burst))
 	}
 	g.kick = unix.SockaddrLinklayer{Protocol: htons(kickEthertype), Ifindex: a.Index, Halen: uint8(min(len(a.HardwareAddr), 8))}
 	copy(g.kick.Addr[:], a.HardwareAddr)
@@ -542,9 +550,15 @@ func (e *Enforcer) ForegroundSRTT(iface string) time.Duration {
 // is the index of the gate in gates, which must come from IdleGates or
 // AllIdleGates; without gates, in AllIdleGates() as it is at this call.
 // Events of other gates are dropped. The reader runs on a goroutine locked
-// to its OS thread; the channel closes when ctx ends or the ring buffer
-// fails. One reader at a time: call again (after ending the old ctx) when
-// the set of gates changed.
+// to its OS thread (SCHED_FIFO with WithIdleReaderPriority) and, unless
+// the Enforcer was made WithoutIdleAutoHold, holds the event's gate before
+// it sends the event: a foreground packet on a released gate always starts
+// a preemption interval, and this keeps the controller's goroutine off the
+// path from the packet to the hold (its Hold then returns at once). A
+// failed hold there is logged; the controller's Hold retries it. The
+// channel closes when ctx ends, the Enforcer is closed or the ring buffer
+// fails. One reader at a time: call again (after ending the old ctx) when the set of gates
+// changed.
 func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-chan idletime.Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -558,13 +572,16 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 		gates = e.allGatesLocked()
 	}
 	index := map[uint32]int{}
+	bySlot := map[uint32]*netGate{}
 	for i, g := range gates {
 		ng, ok := g.(*netGate)
 		if !ok {
 			return nil, fmt.Errorf("idletime events: gate %d (%s) is not a network gate", i, g.Name())
 		}
 		index[ng.slot] = i
+		bySlot[ng.slot] = ng
 	}
+	autoHold, prio := !e.opts.noIdleAutoHold, e.opts.idleReaderPrio
 	rd, err := ringbuf.NewReader(e.objs.IdleEvents)
 	if err != nil {
 		return nil, fmt.Errorf("idletime events: %w", err)
@@ -572,6 +589,8 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 	e.evReading = true
 	ch := make(chan idletime.Event, 64)
 	stop := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	e.evStop = cancel
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -581,10 +600,25 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 	}()
 	go func() {
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		if prio > 0 {
+			rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+			if err := unix.SchedSetAttr(0, &rt, 0); err != nil {
+				e.logf("netsched: idletime event reader stays at normal priority: SCHED_FIFO %d: %v", prio, err)
+				prio = 0
+			}
+		}
+		defer func() {
+			if prio > 0 {
+				// The thread dies with the goroutine (locked, never
+				// unlocked): it cannot take the policy elsewhere.
+				return
+			}
+			runtime.UnlockOSThread()
+		}()
 		defer func() {
 			close(stop)
 			close(ch)
+			cancel()
 			e.mu.Lock()
 			e.evReading = false
 			e.mu.Unlock()
@@ -605,11 +639,21 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 			if !ok {
 				continue
 			}
+			if autoHold {
+				if err := bySlot[ev.Slot].Hold(); err != nil {
+					e.logf("netsched: idletime event reader: %v", err)
+				}
+			}
 			select {
 			case ch <- idletime.Event{Gate: i, At: idletime.Mono(ev.Ts)}:
 			case <-ctx.Done():
 				return
 			}
+			// The receiver was readied on this thread's P, which the
+			// blocking epoll_wait of the next read would keep until the
+			// runtime's monitor takes it back (up to milliseconds):
+			// yielding hands the P, and the receiver, to another thread.
+			runtime.Gosched()
 		}
 	}()
 	return ch, nil

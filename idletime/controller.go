@@ -412,6 +412,9 @@ func (c *Controller) event(e Event) {
 	gc.lastLF = base
 	gc.held, gc.retry = true, 0
 	gc.holds++
+	if e.Held != 0 {
+		held = e.Held
+	}
 	gc.reactions[gc.nReact%reactionWindow] = time.Duration(max(held-at, 0))
 	gc.nReact++
 	gc.check = deadlineOf(gc.m)
@@ -532,8 +535,9 @@ type GateStats struct {
 	Holds    uint64 `json:"holds"`
 	Releases uint64 `json:"releases"`
 	Errors   uint64 `json:"errors"`
-	// Reaction is the time from the kernel's Event to the return of
-	// Hold, over the latest 4096 holds.
+	// Reaction is the time from the kernel's Event to the background
+	// being held (Event.Held, else the return of Hold), over the latest
+	// 4096 holds.
 	Reaction Percentiles `json:"reaction"`
 	// Counters is the paper's X[state][event], keyed like "B[f]".
 	Counters map[string]uint64 `json:"counters"`

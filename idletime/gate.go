@@ -36,6 +36,10 @@ type Gate interface {
 type Event struct {
 	Gate int  // index of the gate in the Controller's gates
 	At   Mono // when the kernel saw the foreground activity
+	// Held is when the event's source itself already held the gate, to
+	// save the hand-over to the Controller (0: it did not). The reaction
+	// time is then measured to it; the Controller's Hold is still called.
+	Held Mono
 }
 
 // State is a state of the paper's Moore machine.

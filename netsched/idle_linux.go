@@ -639,13 +639,16 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 			if !ok {
 				continue
 			}
+			var held idletime.Mono
 			if autoHold {
 				if err := bySlot[ev.Slot].Hold(); err != nil {
 					e.logf("netsched: idletime event reader: %v", err)
+				} else {
+					held = monoNow()
 				}
 			}
 			select {
-			case ch <- idletime.Event{Gate: i, At: idletime.Mono(ev.Ts)}:
+			case ch <- idletime.Event{Gate: i, At: idletime.Mono(ev.Ts), Held: held}:
 			case <-ctx.Done():
 				return
 			}

@@ -147,6 +147,8 @@ int BPF_PROG(diskidle_bio_queue, struct bio *bio)
 	ev->dev = dev;
 	ev->pad = 0;
 	ev->at_ns = now;
-	bpf_ringbuf_submit(ev, 0);
+	// Events are rare (one per release) and the hold must follow at once:
+	// wake the reader now rather than leave it to the adaptive wakeup.
+	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }

@@ -99,7 +99,7 @@ func (l *loopDev) sectorsRead(tb testing.TB) int64 {
 	return n
 }
 
-// bgGroup creates a unique lanes-style group at the top of every
+// bgGroup creates a unique group at the top of every
 // hierarchy and removes it at cleanup. v1 is its blkio directory ("" on a
 // unified host), v2 its cgroup v2 directory.
 type bgGroup struct {
@@ -113,7 +113,9 @@ func newBgGroup(tb testing.TB) bgGroup {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g := h.Group(testutil.UniqueName("lanes-tdisk"))
+	// Not "lanes-…": daemon and enforcer tests running in parallel remove
+	// every lanes-* group they do not know.
+	g := h.Group(testutil.UniqueName("ltdisk"))
 	if _, err := g.Create(); err != nil {
 		tb.Fatal(err)
 	}
@@ -239,6 +241,7 @@ func monoNow() idletime.Mono {
 type piStats struct {
 	holds    int
 	reaction []time.Duration // kernel event -> Hold done
+	deliver  []time.Duration // kernel event -> event received here
 	held     time.Duration
 }
 
@@ -258,6 +261,7 @@ func drivePI(ctx context.Context, g idletime.Gate, events <-chan idletime.Event,
 				return st, nil
 			}
 			at = ev.At
+			st.deliver = append(st.deliver, time.Duration(monoNow()-at))
 		}
 		if err := g.Hold(); err != nil {
 			return st, err

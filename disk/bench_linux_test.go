@@ -181,15 +181,21 @@ func BenchmarkDiskPI(b *testing.B) {
 	if only := os.Getenv("LANES_DISK_BENCH_ONLY"); only != "" {
 		arms = slices.DeleteFunc(arms, func(a benchArm) bool { return !strings.Contains(a.name, only) })
 	}
+	// Progress and notes go to stdout and to the report file: the
+	// benchmark's own log is truncated.
+	var notesBuf strings.Builder
+	logf := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		fmt.Println(line)
+		notesBuf.WriteString("- " + line + "\n")
+	}
 	for range b.N {
-		// Solo baselines before and after the arms, averaged: the host's
-		// own I/O speed drifts over minutes.
+		// Foreground solo baselines before and after the arms, averaged:
+		// the host's own I/O speed drifts over minutes.
 		fgSolo := map[string][]float64{}
-		bgSolo := map[string]float64{}
 		solo := func(pass string) {
 			for _, s := range scheds {
 				bg := d.run(benchArm{sched: s}, 0, true).bgBps
-				bgSolo[s] += bg / 2
 				fg := make([]float64, len(benchIntensities))
 				for i, x := range benchIntensities {
 					fg[i] = d.run(benchArm{sched: s}, x, false).fgIOPS
@@ -198,15 +204,23 @@ func BenchmarkDiskPI(b *testing.B) {
 					}
 					fgSolo[s][i] += fg[i] / 2
 				}
-				b.Logf("%s solo (%s): background %.0f MiB/s; foreground IOPS by intensity %v: %.0f", s, pass, bg/(1<<20), benchIntensities, fg)
+				logf("%s solo (%s): background %.0f MiB/s; foreground IOPS by intensity %v: %.0f", s, pass, bg/(1<<20), benchIntensities, fg)
 			}
 		}
 		solo("before")
+		// The background's solo speed drifts most (the host's cache and
+		// other tenants' I/O): each row is also normalised by a background
+		// solo run just before and just after it.
 		results := make([][]benchResult, len(arms))
+		rowBg := make([]float64, len(arms))
 		for ai, a := range arms {
+			before := d.run(benchArm{sched: a.sched}, 0, true).bgBps
 			for _, x := range benchIntensities {
 				results[ai] = append(results[ai], d.run(a, x, true))
 			}
+			after := d.run(benchArm{sched: a.sched}, 0, true).bgBps
+			rowBg[ai] = (before + after) / 2
+			logf("%s: background solo %.0f MiB/s before, %.0f after", a.name, before/(1<<20), after/(1<<20))
 		}
 		solo("after")
 		var t strings.Builder
@@ -216,20 +230,20 @@ func BenchmarkDiskPI(b *testing.B) {
 			var notes []string
 			for i, x := range benchIntensities {
 				r := results[ai][i]
-				fmt.Fprintf(&t, " %.0f / %.0f |", 100*r.fgIOPS/fgSolo[a.sched][i], 100*r.bgBps/bgSolo[a.sched])
+				fmt.Fprintf(&t, " %.0f / %.0f |", 100*r.fgIOPS/fgSolo[a.sched][i], 100*r.bgBps/rowBg[ai])
 				if a.pi != nil {
 					notes = append(notes, fmt.Sprintf("%.0f%%: %d holds, held %.0f%%, event→hold p50 %v (delivery %v)", 100*x, r.holds, r.heldPct, r.react50.Round(time.Microsecond), r.deliv50.Round(time.Microsecond)))
 				}
 			}
 			t.WriteString("\n")
 			if len(notes) > 0 {
-				b.Logf("%s: %s", a.name, strings.Join(notes, "; "))
+				logf("%s: %s", a.name, strings.Join(notes, "; "))
 			}
 		}
 		t.WriteString("| paper (abstract, PI ~200 ms class) | 80 / 70 overall |\n")
-		b.Logf("foreground kept %% / background %% of solo (window %v, duty period %v):\n%s", dur, benchPeriod, t.String())
+		fmt.Printf("foreground kept %% / background %% of solo (window %v, duty period %v):\n%s", dur, benchPeriod, t.String())
 		if out := os.Getenv("LANES_DISK_BENCH_OUT"); out != "" {
-			if err := os.WriteFile(out, []byte(t.String()), 0o644); err != nil {
+			if err := os.WriteFile(out, []byte(t.String()+"\n"+notesBuf.String()), 0o644); err != nil {
 				b.Error(err)
 			}
 		}

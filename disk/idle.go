@@ -136,7 +136,18 @@ func limitLeft(content string, d Device) bool {
 // IdleGates are the idletime gates of one background group on a set of
 // block devices, with the kernel's foreground events. Gates[i] is the
 // gate of the i-th device given to NewIdleGates, and Event.Gate indexes
-// Gates. Close removes every hold and detaches the kernel program.
+// Gates. Events is closed when the reader stops (Close). Close removes
+// every hold and detaches the kernel program.
+//
+// A daemon builds it for the background lane's group on the devices its
+// [disk.idletime] names, and hands Gates and Events to idletime's
+// Controller:
+//
+//	g := h.LaneGroup("background")
+//	v1, _ := g.Dir(cgroup.Blkio) // only when h.BlkioRoot != ""
+//	ig, err := disk.NewIdleGates(v1, g.V2Path(), []string{"/dev/sda"})
+//	...
+//	defer ig.Close()
 type IdleGates struct {
 	Gates  []idletime.Gate
 	Events <-chan idletime.Event

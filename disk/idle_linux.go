@@ -256,10 +256,7 @@ func (s *linuxIdle) read(events chan<- idletime.Event) {
 	for {
 		rec, err := s.rd.Read()
 		if err != nil {
-			if errors.Is(err, os.ErrClosed) {
-				return
-			}
-			continue
+			return // closed (or a broken ring buffer): Events closes
 		}
 		if len(rec.RawSample) < 16 {
 			continue

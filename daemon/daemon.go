@@ -46,6 +46,8 @@ type Daemon struct {
 	// and guards net.
 	applyMu sync.Mutex
 	net     *network
+	// diskIdle runs the disk preemption intervals ([disk.idletime]).
+	diskIdle *idleRun
 
 	mu         sync.Mutex
 	cfg        *lane.Config
@@ -271,7 +273,7 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 			return err
 		}
 	}
-	return nil
+	return d.applyDiskIdle(cfg)
 }
 
 // reload rereads the config file. A bad file keeps the running config.
@@ -315,6 +317,8 @@ func (d *Daemon) reload() (*lane.Config, error) {
 func (d *Daemon) restore() error {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
+	d.diskIdle.end()
+	d.diskIdle = nil
 	d.stopNet()
 	return d.engine.RestoreAll()
 }

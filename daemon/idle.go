@@ -3,10 +3,13 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/disk"
 	"github.com/lanes-qos/lanes/idletime"
+	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/lane"
 )
 
@@ -122,5 +125,70 @@ func (d *Daemon) idleStats() []api.IdleGate {
 	if d.net != nil {
 		out = append(out, d.net.idle.stats()...)
 	}
+	out = append(out, d.diskIdle.stats()...)
 	return out
+}
+
+// diskIdleLane is the lane whose I/O the disk preemption intervals hold:
+// the first lane (in config order) whose disk class is idle.
+func diskIdleLane(cfg *lane.Config) string {
+	for _, name := range cfg.Order {
+		if cfg.Lanes[name].Disk.Class == lane.IOIdle {
+			return name
+		}
+	}
+	return ""
+}
+
+// bgDirs are a lane group's directories for the disk gates: its v1 blkio
+// group (when blkio is mounted on v1) and its v2 group.
+func (d *Daemon) bgDirs(laneName string) (v1, v2 string) {
+	g := d.engine.Group(laneName)
+	if d.engine.H.BlkioRoot != "" {
+		v1, _ = g.Dir(cgroup.Blkio)
+	}
+	return v1, g.V2Path()
+}
+
+// applyDiskIdle makes the disk preemption intervals match cfg: stopped
+// (every hold lifted) and, with [disk.idletime] pi set, started again on
+// the configured devices. Holds a crashed run left in idle-class lanes'
+// groups are lifted first. Called under applyMu, after the lanes' groups
+// exist.
+func (d *Daemon) applyDiskIdle(cfg *lane.Config) error {
+	d.diskIdle.end()
+	d.diskIdle = nil
+	for _, name := range cfg.Order {
+		if cfg.Lanes[name].Disk.Class == lane.IOIdle {
+			if err := disk.ClearIdleHolds(d.bgDirs(name)); err != nil {
+				d.logf("disk idletime: %v", err)
+			}
+		}
+	}
+	if _, on := policyOf(cfg.DiskIdle.PI); !on {
+		d.setHealth("disk-idletime", "")
+		return nil
+	}
+	name := diskIdleLane(cfg)
+	if name == "" {
+		return idleErr("disk", fmt.Errorf("[disk.idletime] pi is set but no lane has disk class \"idle\""))
+	}
+	v1, v2 := d.bgDirs(name)
+	ig, err := disk.NewIdleGates(v1, v2, slices.Clone(cfg.DiskIdle.Devices))
+	if err != nil {
+		d.setHealth("disk-idletime", err.Error())
+		return idleErr("disk", err)
+	}
+	r, err := d.startIdle(cfg.DiskIdle.PI, ig.Gates, ig.Events, nil, func() {
+		if err := ig.Close(); err != nil {
+			d.logf("disk idletime: %v", err)
+		}
+	})
+	if err != nil {
+		ig.Close()
+		return idleErr("disk", err)
+	}
+	d.diskIdle = r
+	d.setHealth("disk-idletime", "")
+	return nil
 }

@@ -261,7 +261,7 @@ func (d *Daemon) serveProcs(w http.ResponseWriter, r *http.Request) (any, *api.E
 }
 
 func (d *Daemon) mechanisms() []api.Mechanism {
-	m := wireMechanisms(d.engine.Mechanisms())
+	m := wireMechanisms(append(d.engine.Mechanisms(), disk.IdleMechanism(d.engine.H)))
 	d.applyMu.Lock()
 	if d.net != nil {
 		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)

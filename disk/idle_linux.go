@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -401,4 +402,37 @@ func (g *diskGate) armed() (bool, error) {
 		return false, err
 	}
 	return v == 1, nil
+}
+
+// ClearIdleHolds lifts every idletime hold (a 1 byte/s throttle limit)
+// found in a background group's throttle files — what a daemon that was
+// killed while holding left behind. lanes sets no other throttle limits
+// in its groups; other limits are left alone. Missing files are fine.
+func ClearIdleHolds(bgV1Dir, bgV2Dir string) error {
+	var errs []error
+	clear := func(dir, file string, held func(fields []string) bool, lift func(mm string) string) {
+		if dir == "" {
+			return
+		}
+		path := filepath.Join(dir, file)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 || !held(f) {
+				continue
+			}
+			if err := os.WriteFile(path, []byte(lift(f[0])), 0); err != nil {
+				errs = append(errs, fmt.Errorf("lift leftover hold %s in %s: %w", f[0], path, err))
+			}
+		}
+	}
+	v1Held := func(f []string) bool { return f[1] == "1" }
+	v1Lift := func(mm string) string { return mm + " 0" }
+	clear(bgV1Dir, "blkio.throttle.read_bps_device", v1Held, v1Lift)
+	clear(bgV1Dir, "blkio.throttle.write_bps_device", v1Held, v1Lift)
+	clear(bgV2Dir, "io.max", func(f []string) bool { return slices.Contains(f[1:], "rbps=1") }, func(mm string) string { return mm + " rbps=max wbps=max" })
+	return errors.Join(errs...)
 }

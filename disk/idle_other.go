@@ -29,3 +29,6 @@ func IdleMechanism(h *cgroup.Hierarchy) features.Mechanism {
 func NewIdleGates(bgV1Dir, bgV2Dir string, devices []string) (*IdleGates, error) {
 	return nil, fmt.Errorf("disk idletime gates: %w", ProbeIdle())
 }
+
+// ClearIdleHolds is a no-op off Linux.
+func ClearIdleHolds(bgV1Dir, bgV2Dir string) error { return nil }

@@ -396,6 +396,9 @@ func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 			}
 		}
 	}
+	if d.PI.Mode != PIOff && d.PI.Mode != "" && len(d.Devices) == 0 {
+		v.add("disk.idletime.devices", "name the block devices to hold background I/O on (e.g. [\"/dev/sda\"]) when pi is set")
+	}
 }
 
 // ParsePI parses a preemption interval as config files write it: "off"

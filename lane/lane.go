@@ -176,8 +176,8 @@ type NetIdletime struct {
 // preemption interval after foreground I/O.
 type DiskIdletime struct {
 	PI PI
-	// Devices are block device paths (/dev/sda) to manage; empty: every
-	// device.
+	// Devices are the block devices (/dev/sda) to manage; required when
+	// PI is on.
 	Devices []string
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
-	"github.com/lanes-qos/lanes/disk"
+	"github.com/lanes-qos/lanes/diskidle"
 	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/lane"
@@ -160,7 +160,7 @@ func (d *Daemon) applyDiskIdle(cfg *lane.Config) error {
 	d.diskIdle = nil
 	for _, name := range cfg.Order {
 		if cfg.Lanes[name].Disk.Class == lane.IOIdle {
-			if err := disk.ClearIdleHolds(d.bgDirs(name)); err != nil {
+			if err := diskidle.ClearIdleHolds(d.bgDirs(name)); err != nil {
 				d.logf("disk idletime: %v", err)
 			}
 		}
@@ -174,7 +174,7 @@ func (d *Daemon) applyDiskIdle(cfg *lane.Config) error {
 		return idleErr("disk", fmt.Errorf("[disk.idletime] pi is set but no lane has disk class \"idle\""))
 	}
 	v1, v2 := d.bgDirs(name)
-	ig, err := disk.NewIdleGates(v1, v2, slices.Clone(cfg.DiskIdle.Devices))
+	ig, err := diskidle.NewIdleGates(v1, v2, slices.Clone(cfg.DiskIdle.Devices))
 	if err != nil {
 		d.setHealth("disk-idletime", err.Error())
 		return idleErr("disk", err)

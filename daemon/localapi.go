@@ -15,6 +15,7 @@ import (
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/api/peercred"
 	"github.com/lanes-qos/lanes/disk"
+	"github.com/lanes-qos/lanes/diskidle"
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/lane"
@@ -261,7 +262,7 @@ func (d *Daemon) serveProcs(w http.ResponseWriter, r *http.Request) (any, *api.E
 }
 
 func (d *Daemon) mechanisms() []api.Mechanism {
-	m := wireMechanisms(append(d.engine.Mechanisms(), disk.IdleMechanism(d.engine.H)))
+	m := wireMechanisms(append(d.engine.Mechanisms(), diskidle.IdleMechanism(d.engine.H)))
 	d.applyMu.Lock()
 	if d.net != nil {
 		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)

@@ -138,9 +138,9 @@ func sameWeight(cur, want string) bool {
 // Mechanism says which backend is in use and why, for `lanes doctor`.
 func (e *Enforcer) Mechanism() features.Mechanism { return e.mech }
 
-// activeScheduler picks the bracketed entry of a queue/scheduler file,
+// ActiveScheduler picks the bracketed entry of a queue/scheduler file,
 // e.g. "none [mq-deadline] kyber bfq" -> "mq-deadline".
-func activeScheduler(text string) string {
+func ActiveScheduler(text string) string {
 	for _, f := range strings.Fields(text) {
 		if len(f) > 2 && f[0] == '[' && f[len(f)-1] == ']' {
 			return f[1 : len(f)-1]

@@ -144,7 +144,7 @@ func Schedulers() (map[string]string, error) {
 		if err != nil {
 			continue // no request queue
 		}
-		if sched := activeScheduler(string(b)); sched != "" {
+		if sched := ActiveScheduler(string(b)); sched != "" {
 			out[name] = sched
 		}
 	}

@@ -95,8 +95,8 @@ func TestSchedulerText(t *testing.T) {
 		{"none", ""},
 	}
 	for _, tt := range tests {
-		if got := activeScheduler(tt.text); got != tt.want {
-			t.Errorf("activeScheduler(%q) = %q, want %q", tt.text, got, tt.want)
+		if got := ActiveScheduler(tt.text); got != tt.want {
+			t.Errorf("ActiveScheduler(%q) = %q, want %q", tt.text, got, tt.want)
 		}
 	}
 	got := describeSchedulers(map[string]string{"vda": "mq-deadline", "sdb": "bfq", "nvme0n1": "none"})

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lanes-qos/lanes/idletime"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -402,22 +401,31 @@ func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 }
 
 // ParsePI parses a preemption interval as config files write it: "off"
-// (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive" (the syntax of
-// idletime.ParsePI). It returns the mode and, for PIFixed, the length.
+// (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive" — the syntax
+// of idletime.ParsePI, which this package cannot import (lane stays free of
+// system calls). It returns the mode and, for PIFixed, the length.
 func ParsePI(s string) (PIMode, time.Duration, error) {
-	m, d, err := idletime.ParsePI(s)
-	if err != nil {
-		return "", 0, errors.New(strings.TrimPrefix(err.Error(), "idletime: "))
-	}
-	switch {
-	case m == idletime.Auto:
-		return PIAuto, 0, nil
-	case m == idletime.Adaptive:
-		return PIAdaptive, 0, nil
-	case d == 0:
+	switch t := strings.ToLower(strings.TrimSpace(s)); t {
+	case "off":
 		return PIOff, 0, nil
+	case "inf", "infinite":
+		return PIFixed, PIInfinite, nil
+	case "auto":
+		return PIAuto, 0, nil
+	case "adaptive":
+		return PIAdaptive, 0, nil
+	default:
+		d, err := time.ParseDuration(t)
+		switch {
+		case err != nil:
+			return "", 0, fmt.Errorf(`PI %q: want a duration such as "20ms", "inf", "auto", "adaptive" or "off"`, s)
+		case d < 0:
+			return "", 0, fmt.Errorf("PI %q is negative", s)
+		case d == 0:
+			return PIOff, 0, nil
+		}
+		return PIFixed, d, nil
 	}
-	return PIFixed, d, nil
 }
 
 // pi merges and checks one preemption-interval setting under key.

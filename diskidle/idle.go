@@ -1,4 +1,4 @@
-package disk
+package diskidle
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"github.com/lanes-qos/lanes/idletime"
 )
 
-// Idletime gates for block devices (seed 003's disk scheduler, done with
+// How it works (seed 003's disk scheduler, done with
 // real kernel mechanisms instead of a patched I/O scheduler):
 //
 //   - Foreground detection: a BPF program on the block_bio_queue tracepoint

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package disk
+package diskidle
 
 import (
 	"errors"

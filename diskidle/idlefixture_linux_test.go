@@ -1,8 +1,9 @@
-package disk
+package diskidle
 
 import (
 	"context"
 	"fmt"
+	"github.com/lanes-qos/lanes/disk"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -79,7 +80,7 @@ func (l *loopDev) setScheduler(tb testing.TB, sched string) {
 		tb.Fatalf("select %s on %s: %v", sched, l.name, err)
 	}
 	b, _ := os.ReadFile(p)
-	if activeScheduler(string(b)) != sched {
+	if disk.ActiveScheduler(string(b)) != sched {
 		tb.Fatalf("%s: scheduler %q after selecting %s", l.name, strings.TrimSpace(string(b)), sched)
 	}
 }

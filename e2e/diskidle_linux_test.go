@@ -21,6 +21,10 @@ func TestDiskIdletimeThroughLanesd(t *testing.T) {
 	}
 	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).Output()
 	if err != nil {
+		// busybox losetup has no --direct-io.
+		out, err = exec.Command("losetup", "--find", "--show", img).Output()
+	}
+	if err != nil {
 		t.Skipf("no loop device: %v", err)
 	}
 	loop := strings.TrimSpace(string(out))

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lanes-qos/lanes/bench"
+	"github.com/lanes-qos/lanes/testbed/workload"
 )
 
 // New returns the `lanes bench` command.
@@ -77,5 +78,27 @@ idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
 	f.StringVar(&opts.LanesBin, "lanes", "", "lanes binary for the lanes arm ($LANES; default this binary)")
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
+	cmd.AddCommand(genCommand())
 	return cmd
+}
+
+// genCommand is the hidden `lanes bench gen REQUEST`: a workload
+// generator process that the runner starts in a namespace (under `lanes
+// run` when the arm puts the workload in a lane). REQUEST is a
+// workload.GenRequest as JSON; the sender's counts are printed as JSON.
+func genCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "gen REQUEST",
+		Short:  "Run one workload sender of a benchmark (started by the runner)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := workload.GenMain(ctx, args[0], cmd.OutOrStdout()); err != nil {
+				return fmt.Errorf("bench gen: %w", err)
+			}
+			return nil
+		},
+	}
 }

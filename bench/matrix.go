@@ -145,13 +145,17 @@ func (r *Results) matrixMarkdown(w io.Writer, svgName string) {
 	}
 	fmt.Fprintln(w, "\nEvery cell:")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| variant | intensity | arm | fg kept | bg share of leftover | fg Mbit/s | bg Mbit/s | fg p99 ms (× alone) | interactive p99 ms (× idle) | emulator lateness p99 µs |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| variant | intensity | arm | fg kept | bg share of leftover | fg Mbit/s | bg Mbit/s | fg p99 ms (× alone) | interactive p99 ms (× idle) | lanes holds / preemptions / hold reaction p99 ms | emulator lateness p99 µs |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, a := range r.Summary {
-		fmt.Fprintf(w, "| %s | %g %% | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) | %s |\n", a.Variant, a.Intensity,
+		idle := "–"
+		if a.IdleHolds.N > 0 {
+			idle = fmt.Sprintf("%.0f / %.0f / %.2f", a.IdleHolds.Mean, a.IdlePreemptions.Mean, a.IdleReactionMs.Mean)
+		}
+		fmt.Fprintf(w, "| %s | %g %% | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) | %s | %s |\n", a.Variant, a.Intensity,
 			label(a.Arm, a.PI), fmtStat(a.FgKept, "%.3f"), fmtStat(a.BgShare, "%.2f"), fmtStat(a.FgMbps, "%.2f"),
 			fmtStat(a.BgMbps, "%.2f"), fmtStat(a.FgP99ms, "%.1f"), fmtStat(a.FgP99vsAlone, "%.2f"),
-			fmtStat(a.P99ms, "%.1f"), fmtStat(a.P99vsIdle, "%.1f"), fmtStat(a.LatenessUs, "%.0f"))
+			fmtStat(a.P99ms, "%.1f"), fmtStat(a.P99vsIdle, "%.1f"), idle, fmtStat(a.LatenessUs, "%.0f"))
 	}
 	for _, a := range r.Summary {
 		for _, e := range uniq(a.Errors) {

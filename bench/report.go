@@ -37,6 +37,8 @@ type PhaseResult struct {
 	Workloads map[string]workload.Result `json:"workloads"`
 	Errors    []string                   `json:"errors,omitempty"`
 	Link      linkem.Report              `json:"link"` // the emulator's own account
+	// Collected holds the outputs of the arm's collect commands.
+	Collected []json.RawMessage `json:"collected,omitempty"`
 }
 
 // Stat summarises one metric over repeats.
@@ -92,6 +94,13 @@ type ArmSummary struct {
 	P99vsIdle  Stat     `json:"interactive_p99_vs_idle"`
 	Errors     []string `json:"errors,omitempty"`
 	LatenessUs Stat     `json:"emulator_lateness_p99_us"`
+	// lanes' idletime counters, from `lanes status --json` collected at
+	// the end of the phase (over all gates, counted from lanesd's start):
+	// holds of the background, preemptions (foreground arriving while
+	// background was served) and the hold reaction p99 (the worst gate).
+	IdleHolds       Stat `json:"idle_holds"`
+	IdlePreemptions Stat `json:"idle_preemptions"`
+	IdleReactionMs  Stat `json:"idle_reaction_p99_ms"`
 }
 
 // Reference holds the plain-link measurements of a variant (at one
@@ -283,6 +292,11 @@ func (as *ArmSummary) add(s *Scenario, p, fa, ba, idle *PhaseResult) {
 			}
 		}
 	}
+	if g, ok := idleCounters(p.Collected); ok {
+		as.IdleHolds.add(g.holds)
+		as.IdlePreemptions.add(g.preemptions)
+		as.IdleReactionMs.add(g.reactionMs)
+	}
 	if a, b, ok := interactive(s, p); ok {
 		as.P50ms.add(a)
 		as.P99ms.add(b)
@@ -430,4 +444,35 @@ func (r *Results) SVG(w io.Writer) {
 	fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">foreground kept (vs alone)</text>`+"\n", left, ly, colors[0], left+16, ly+10)
 	fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">background share of leftover capacity</text>`+"\n", left+200, ly, colors[1], left+216, ly+10)
 	fmt.Fprintln(w, "</svg>")
+}
+
+type idleSums struct{ holds, preemptions, reactionMs float64 }
+
+// idleCounters reads lanes' idletime gates from collected `lanes status
+// --json` outputs: {"idletime": [{"holds": …, "preemptions": …,
+// "reaction": {"p99_ns": …}}, …]}.
+func idleCounters(collected []json.RawMessage) (idleSums, bool) {
+	var sum idleSums
+	found := false
+	for _, c := range collected {
+		var st struct {
+			Idletime []struct {
+				Holds       float64 `json:"holds"`
+				Preemptions float64 `json:"preemptions"`
+				Reaction    struct {
+					P99 float64 `json:"p99_ns"`
+				} `json:"reaction"`
+			} `json:"idletime"`
+		}
+		if json.Unmarshal(c, &st) != nil || len(st.Idletime) == 0 {
+			continue
+		}
+		found = true
+		for _, g := range st.Idletime {
+			sum.holds += g.Holds
+			sum.preemptions += g.Preemptions
+			sum.reactionMs = math.Max(sum.reactionMs, g.Reaction.P99/1e6)
+		}
+	}
+	return sum, found
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -203,5 +204,31 @@ pi_sweep = true
 		if !strings.Contains(svg.String(), want) {
 			t.Errorf("svg lacks %q", want)
 		}
+	}
+}
+
+func TestIdleCounters(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []string
+		want idleSums
+		ok   bool
+	}{
+		{"none", nil, idleSums{}, false},
+		{"not status", []string{`"some text"`, `{"lanes": []}`}, idleSums{}, false},
+		{"two gates", []string{`{"idletime": [{"name": "eth0/egress", "holds": 10, "preemptions": 2, "reaction": {"p99_ns": 300000}},
+			{"name": "eth0/ingress", "holds": 5, "preemptions": 1, "reaction": {"p99_ns": 900000}}]}`},
+			idleSums{holds: 15, preemptions: 3, reactionMs: 0.9}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var raw []json.RawMessage
+			for _, s := range tc.in {
+				raw = append(raw, json.RawMessage(s))
+			}
+			got, ok := idleCounters(raw)
+			if ok != tc.ok || math.Abs(got.holds-tc.want.holds)+math.Abs(got.preemptions-tc.want.preemptions)+math.Abs(got.reactionMs-tc.want.reactionMs) > 1e-9 {
+				t.Errorf("got %+v %v, want %+v %v", got, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }

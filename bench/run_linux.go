@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -313,9 +315,11 @@ func (r *runner) reference(ctx context.Context, variant string, rep int, intensi
 		if ref != nil {
 			p.Arm, p.PI = ref.Arm.Name, ref.PI
 		}
-		errs := r.armed(ctx, b, variant, intensity, ref, func(wraps map[string][]string) {
+		var collected []json.RawMessage
+		errs := r.armed(ctx, b, variant, intensity, ref, &collected, func(wraps map[string][]string) {
 			p = r.phase(ctx, b, p, idx, wraps, d, r.s.Lead)
 		})
+		p.Collected = collected
 		p.Errors = append(p.Errors, errs...)
 		b.close()
 		fmt.Fprintf(r.progress, "    %s\n", r.brief(&p))
@@ -329,7 +333,10 @@ func (r *runner) reference(ctx context.Context, variant string, rep int, intensi
 // wrappers with variables expanded), calls fn with the wrappers and tears
 // the arm down; a nil a runs fn on the plain testbed. It returns the
 // errors of setting up.
-func (r *runner) armed(ctx context.Context, b *bed, variant string, intensity float64, a *ArmRun, fn func(wraps map[string][]string)) []string {
+//
+// The outputs of the arm's collect commands are appended to collected.
+func (r *runner) armed(ctx context.Context, b *bed, variant string, intensity float64, a *ArmRun,
+	collected *[]json.RawMessage, fn func(wraps map[string][]string)) []string {
 	if a == nil {
 		fn(nil)
 		return nil
@@ -372,9 +379,40 @@ func (r *runner) armed(ctx context.Context, b *bed, variant string, intensity fl
 		return []string{fmt.Sprintf("services: %v", err)}
 	}
 	fn(wraps)
+	var errs []string
+	for _, c := range a.Arm.Collect {
+		out, err := r.output(ctx, b.topo, c, vars)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("collect: %v", err))
+			continue
+		}
+		*collected = append(*collected, out)
+	}
 	stop()
 	teardown()
-	return nil
+	return errs
+}
+
+// output runs a command like command does and returns its standard
+// output: as it is if it is JSON, else as a JSON string.
+func (r *runner) output(ctx context.Context, t *netns.Topology, c Command, vars map[string]string) (json.RawMessage, error) {
+	cmd, err := expand(c.Cmd, vars)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var stderr strings.Builder
+	x := netns.Command(ctx, nsName(t, c.NS), "sh", "-c", cmd)
+	x.Stderr = &stderr
+	out, err := x.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %v: %s", c.NS, cmd, err, strings.TrimSpace(stderr.String()))
+	}
+	if json.Valid(out) {
+		return json.RawMessage(bytes.TrimSpace(out)), nil
+	}
+	return json.Marshal(string(out))
 }
 
 // mixed runs one arm run's mixed phase in a fresh topology.
@@ -391,9 +429,11 @@ func (r *runner) mixed(ctx context.Context, variant string, rep int, intensity f
 	for i := range all {
 		all[i] = i
 	}
-	errs := r.armed(ctx, b, variant, intensity, &a, func(wraps map[string][]string) {
+	var collected []json.RawMessage
+	errs := r.armed(ctx, b, variant, intensity, &a, &collected, func(wraps map[string][]string) {
 		p = r.phase(ctx, b, p, all, wraps, r.s.Duration, r.s.Lead)
 	})
+	p.Collected = collected
 	p.Errors = append(p.Errors, errs...)
 	fmt.Fprintf(r.progress, "    %s\n", r.brief(&p))
 	time.Sleep(r.s.Settle)

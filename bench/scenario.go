@@ -128,6 +128,10 @@ type Arm struct {
 	Wrap map[string][]string
 	// SweepPI runs the arm once per PI of the matrix, with $PI set.
 	SweepPI bool
+	// Collect are commands run when the workloads are done, before the
+	// services stop (e.g. `lanes status --json`); their output is kept
+	// with the phase, and lanes' idletime counters are read from it.
+	Collect []Command
 }
 
 type fileScenario struct {
@@ -190,6 +194,7 @@ type fileArm struct {
 	Services    []Command           `toml:"services"`
 	Wrap        map[string][]string `toml:"wrap"`
 	SweepPI     bool                `toml:"pi_sweep"`
+	Collect     []Command           `toml:"collect"`
 }
 
 // Load reads and validates a scenario file.
@@ -334,13 +339,13 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 				return nil, fmt.Errorf("arm %s: wrap for %s is empty", a.Name, w)
 			}
 		}
-		for _, c := range append(append(append([]Command(nil), a.Setup...), a.Teardown...), a.Services...) {
+		for _, c := range append(append(append(append([]Command(nil), a.Setup...), a.Teardown...), a.Services...), a.Collect...) {
 			if !validNS(c.NS, s.Paths) {
 				return nil, fmt.Errorf("arm %s: namespace %q: want src, dst, rtr or rtr0..rtr%d", a.Name, c.NS, s.Paths-1)
 			}
 		}
 		s.Arms = append(s.Arms, Arm{Name: a.Name, Description: a.Description, Setup: a.Setup,
-			Teardown: a.Teardown, Services: a.Services, Wrap: a.Wrap, SweepPI: a.SweepPI})
+			Teardown: a.Teardown, Services: a.Services, Wrap: a.Wrap, SweepPI: a.SweepPI, Collect: a.Collect})
 	}
 	if len(s.Arms) == 0 {
 		return nil, errors.New("no [[arm]]")

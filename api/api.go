@@ -152,7 +152,48 @@ type Status struct {
 	Events      string      `json:"events"` // "proc connector" or "polling"
 	Mechanisms  []Mechanism `json:"mechanisms"`
 	Lanes       []Lane      `json:"lanes"`
-	Health      []Health    `json:"health,omitempty"`
+	// Idletime has one entry per resource under idletime scheduling (an
+	// interface direction, a block device).
+	Idletime []IdleGate `json:"idletime,omitempty"`
+	Health   []Health   `json:"health,omitempty"`
+}
+
+// IdleGate is the state of idletime scheduling on one resource: the
+// preemption-interval state machine's current state and counters.
+type IdleGate struct {
+	Name string `json:"name"` // "eth0/egress", "eth0/ingress", "disk 7:0"
+	// Mode is how the PI is chosen: "fixed", "auto", "adaptive".
+	Mode  string        `json:"mode"`
+	State string        `json:"state"` // idle, foreground, background, in_pi
+	Held  bool          `json:"held"`  // background is held now
+	PI    time.Duration `json:"pi_ns"` // the current preemption interval
+	// Time spent in each state since the controller started (held time is
+	// counted as in_pi).
+	Time map[string]time.Duration `json:"time_ns"`
+	// Preemptions: foreground arrived while background was being served
+	// (the paper's B[f]); ForegroundIdle: at an idle resource (I[f]);
+	// ForegroundInPI: within a running interval (P[f]); Expiries: intervals
+	// that ran out (t), each reopening the resource to background.
+	Preemptions    uint64 `json:"preemptions"`
+	ForegroundIdle uint64 `json:"foreground_idle"`
+	ForegroundInPI uint64 `json:"foreground_in_pi"`
+	Expiries       uint64 `json:"expiries"`
+	Holds          uint64 `json:"holds"`
+	Releases       uint64 `json:"releases"`
+	Errors         uint64 `json:"errors"`
+	// Reaction is the time from the kernel seeing a foreground packet or
+	// request to the background being held, over recent holds.
+	Reaction Percentiles `json:"reaction"`
+	// Counters is the paper's X[state][event] table, keyed like "B[f]".
+	Counters map[string]uint64 `json:"counters,omitempty"`
+}
+
+// Percentiles summarise a set of durations.
+type Percentiles struct {
+	N   int           `json:"n"`
+	P50 time.Duration `json:"p50_ns"`
+	P99 time.Duration `json:"p99_ns"`
+	Max time.Duration `json:"max_ns"`
 }
 
 // Mechanism is one line of `lanes doctor`: a resource, the backend lanes

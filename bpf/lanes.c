@@ -22,6 +22,27 @@
 // cannot read a socket's cgroup: bpf_sk_cgroup_id is cgroup-skb only).
 // Every IP packet then goes to the device's IFB (u32 + mirred), whose HTB
 // tree has the same classes; other packets (ARP) pass unshaped.
+//
+// Idletime (seed 003, preemption intervals), after the class is decided:
+//  - Gates: a shaped device direction whose {ifindex, direction} is in
+//    idle_slot has a struct idle_gate in the mmapable array idle_gates. A
+//    packet of a class lane_flags marks LANE_F_IDLE is background: it
+//    stamps last_bg_ns. Any other IP packet is foreground: it stamps
+//    last_fg_ns and, when user space left the gate open (it released the
+//    background TBF), closes it with a compare-and-swap and reports one
+//    struct idle_event in the ring buffer idle_events, so user space holds
+//    the background again. Foreground TCP packets with a full socket feed
+//    the gate's smoothed-RTT average (the "auto" PI length). The direction
+//    is keyed by the device the packet was seen on (egress: the device;
+//    ingress: the real device, whose IFB holds the tree).
+//  - Marking: egress packets of a class with LANE_F_MARK_LE get DSCP LE
+//    (RFC 8622, DSCP 1) in the IPv4 TOS (checksum fixed) or IPv6 traffic
+//    class.
+//  - Following: on a device in follow_of_dev, an incoming packet with DSCP
+//    LE or CS1 (QBone scavenger) whose local socket has no lanes label
+//    labels that socket (socket storage followed) with the device's follow
+//    class; the socket's downloads, and its egress packets (ACKs, replies)
+//    through the egress classifier's last fallback, are then background.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -35,6 +56,15 @@
 #include <bpf/bpf_endian.h>
 
 #define LANES_MAJOR 0x4c4e
+// lane_flags bits.
+#define LANE_F_IDLE 1    // an idletime background class
+#define LANE_F_MARK_LE 2 // egress packets get DSCP LE
+// Gate directions (struct idle_key.dir).
+#define DIR_EGRESS 0
+#define DIR_INGRESS 1
+#define MAX_GATES 64
+#define DSCP_LE 0x01
+#define DSCP_CS1 0x08
 // Lane cgroups live at this depth or above (lanes creates them at depth 1).
 #define MAX_LEVEL 4
 
@@ -57,6 +87,80 @@ struct {
 	__type(key, int);
 	__type(value, __u32);
 } auto_label SEC(".maps");
+
+// lane_flags maps a class id to LANE_F_* bits.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} lane_flags SEC(".maps");
+
+struct idle_key {
+	__u32 ifindex;
+	__u32 dir; // DIR_EGRESS or DIR_INGRESS
+};
+
+// idle_gate is one gate's state, shared with user space through mmap:
+// the program writes the stamps, counters and srtt; user space sets open
+// (release) and clears it (hold), the program clears it on foreground.
+struct idle_gate {
+	__u64 last_fg_ns; // bpf_ktime_get_ns of the last foreground packet
+	__u64 last_bg_ns; // ... of the last background packet
+	__u64 fg_pkts;
+	__u64 bg_pkts;
+	__u64 events; // events reported (opens closed by a foreground packet)
+	__u32 open;   // 1: background released, report the next foreground packet
+	__u32 srtt_us; // EWMA (gain 1/8) of foreground TCP sockets' srtt, µs
+};
+
+// idle_event reports foreground on an open gate.
+struct idle_event {
+	__u64 ts; // the packet's bpf_ktime_get_ns
+	__u32 ifindex;
+	__u32 dir;
+	__u32 slot;
+	__u32 pad;
+};
+
+// idle_slot maps a gate's device direction to its slot in idle_gates.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_GATES);
+	__type(key, struct idle_key);
+	__type(value, __u32);
+} idle_slot SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, MAX_GATES);
+	__type(key, __u32);
+	__type(value, struct idle_gate);
+} idle_gates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} idle_events SEC(".maps");
+
+// follow_of_dev maps the ifindex of a device whose downloads lanes shapes
+// to the class that sockets receiving LE/CS1 packets follow into.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} follow_of_dev SEC(".maps");
+
+// followed holds the class lanes_ingress gave a socket that received
+// LE/CS1 packets.
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} followed SEC(".maps");
 
 static __always_inline int is_lanes_class(__u32 prio)
 {
@@ -88,11 +192,94 @@ int lanes_sock_create(struct bpf_sock *sk)
 	return 1;
 }
 
-SEC("tc")
-int lanes_egress(struct __sk_buff *skb)
+static __always_inline __u32 lane_flags_of(__u32 cls)
+{
+	__u32 *f = bpf_map_lookup_elem(&lane_flags, &cls);
+	return f ? *f : 0;
+}
+
+// srtt_of returns the smoothed RTT (µs) of a TCP full socket, 0 if none.
+static __always_inline __u32 srtt_of(struct bpf_sock *sk)
+{
+	if (!sk || sk->protocol != IPPROTO_TCP)
+		return 0;
+	struct bpf_tcp_sock *tp = bpf_tcp_sock(sk);
+	if (!tp)
+		return 0;
+	return tp->srtt_us >> 3;
+}
+
+// idle_account stamps the gate of (ifindex, dir), if it has one, with a
+// packet of class cls (0: unclassified, the default lane), and reports
+// the foreground packet that closes an open gate. srtt is the smoothed RTT
+// (µs) of the packet's TCP socket, 0 if unknown.
+static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, __u32 srtt)
+{
+	struct idle_key key = {.ifindex = ifindex, .dir = dir};
+	__u32 *slot = bpf_map_lookup_elem(&idle_slot, &key);
+	if (!slot)
+		return;
+	__u32 idx = *slot;
+	struct idle_gate *g = bpf_map_lookup_elem(&idle_gates, &idx);
+	if (!g)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (cls && (lane_flags_of(cls) & LANE_F_IDLE)) {
+		g->last_bg_ns = now;
+		__sync_fetch_and_add(&g->bg_pkts, 1);
+		return;
+	}
+	g->last_fg_ns = now;
+	__sync_fetch_and_add(&g->fg_pkts, 1);
+	if (srtt) {
+		__u32 old = g->srtt_us;
+		g->srtt_us = old ? old - (old >> 3) + (srtt >> 3) : srtt;
+	}
+	if (g->open && __sync_val_compare_and_swap(&g->open, 1, 0) == 1) {
+		__sync_fetch_and_add(&g->events, 1);
+		struct idle_event ev = {.ts = now, .ifindex = ifindex, .dir = dir, .slot = idx};
+		bpf_ringbuf_output(&idle_events, &ev, sizeof(ev), BPF_RB_FORCE_WAKEUP);
+	}
+}
+
+// mark_le sets DSCP LE in the IP header after the Ethernet header,
+// keeping the ECN bits.
+static __always_inline void mark_le(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end || eth->h_proto != skb->protocol)
+		return;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > data_end)
+			return;
+		__u8 tos = (DSCP_LE << 2) | (ip->tos & 0x3);
+		if (ip->tos == tos)
+			return;
+		__u16 oldw = *(__u16 *)ip;
+		__u8 newb[2] = {((__u8 *)ip)[0], tos};
+		__u16 neww = *(__u16 *)newb;
+		bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), oldw, neww, 2);
+		bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, tos), &tos, 1, 0);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > data_end)
+			return;
+		__u8 *b = (__u8 *)ip6;
+		__u8 tc = (DSCP_LE << 2) | ((b[1] >> 4) & 0x3);
+		__u8 nb[2] = {(__u8)(0x60 | (tc >> 4)), (__u8)((tc << 4) | (b[1] & 0x0f))};
+		bpf_skb_store_bytes(skb, ETH_HLEN, nb, 2, 0);
+	}
+}
+
+// egress_class decides an egress packet's class (see the precedence
+// above), setting skb->priority; it returns the class, 0 for the default.
+static __always_inline __u32 egress_class(struct __sk_buff *skb, struct bpf_sock *sk)
 {
 	if (is_lanes_class(skb->priority))
-		return TC_ACT_OK;
+		return skb->priority;
 	int level;
 #pragma unroll
 	for (level = 1; level <= MAX_LEVEL; level++) {
@@ -102,9 +289,32 @@ int lanes_egress(struct __sk_buff *skb)
 		__u32 *cls = bpf_map_lookup_elem(&lane_of_cgroup, &id);
 		if (cls) {
 			skb->priority = *cls;
-			break;
+			return *cls;
 		}
 	}
+	if (sk) {
+		__u32 *f = bpf_sk_storage_get(&followed, sk, 0, 0);
+		if (f && is_lanes_class(*f)) {
+			skb->priority = *f;
+			return *f;
+		}
+	}
+	return 0;
+}
+
+SEC("tc")
+int lanes_egress(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = 0;
+	struct bpf_sock *skc = skb->sk;
+	if (skc)
+		sk = bpf_sk_fullsock(skc);
+	__u32 cls = egress_class(skb, sk);
+	if (skb->protocol != bpf_htons(ETH_P_IP) && skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_OK; // ARP, and the idletime kick frame: neither foreground nor background
+	if (cls && (lane_flags_of(cls) & LANE_F_MARK_LE))
+		mark_le(skb);
+	idle_account(skb->ifindex, DIR_EGRESS, cls, srtt_of(sk));
 	return TC_ACT_OK;
 }
 
@@ -121,6 +331,29 @@ static __always_inline __u32 lane_of_sock(struct bpf_sock *sk)
 	if (label)
 		return *label;
 	return 0;
+}
+
+// follow returns the class a socket without a lanes label has: the one
+// it followed earlier, or, when the packet carries DSCP LE or CS1 and its
+// device follows, the device's follow class, which it then keeps.
+static __always_inline __u32 follow(struct __sk_buff *skb, struct bpf_sock *sk, __u8 dscp)
+{
+	__u32 *f = bpf_sk_storage_get(&followed, sk, 0, 0);
+	if (f)
+		return *f;
+	if (dscp != DSCP_LE && dscp != DSCP_CS1)
+		return 0;
+	if (sk->protocol == IPPROTO_TCP && sk->state == BPF_TCP_LISTEN)
+		return 0; // a listener: its next connections need not be background
+	__u32 ifindex = skb->ifindex;
+	__u32 *cls = bpf_map_lookup_elem(&follow_of_dev, &ifindex);
+	if (!cls)
+		return 0;
+	__u32 c = *cls;
+	f = bpf_sk_storage_get(&followed, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (f)
+		*f = c;
+	return c;
 }
 
 // lanes_ingress runs at clsact ingress of a shaped device: it finds the
@@ -143,6 +376,7 @@ int lanes_ingress(struct __sk_buff *skb)
 	struct bpf_sock_tuple tuple = {};
 	__u32 tuple_len = 0;
 	__u8 proto = 0;
+	__u8 dscp = 0;
 	void *l4 = 0;
 
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
@@ -152,6 +386,7 @@ int lanes_ingress(struct __sk_buff *skb)
 		if (ip->ihl != 5 || (ip->frag_off & bpf_htons(0x1fff)))
 			goto out;
 		proto = ip->protocol;
+		dscp = ip->tos >> 2;
 		l4 = (void *)(ip + 1);
 		tuple.ipv4.saddr = ip->saddr;
 		tuple.ipv4.daddr = ip->daddr;
@@ -161,6 +396,7 @@ int lanes_ingress(struct __sk_buff *skb)
 		if ((void *)(ip6 + 1) > data_end)
 			goto out;
 		proto = ip6->nexthdr;
+		dscp = ((((__u8 *)ip6)[0] & 0x0f) << 2) | (((__u8 *)ip6)[1] >> 6);
 		l4 = (void *)(ip6 + 1);
 		__builtin_memcpy(tuple.ipv6.saddr, &ip6->saddr, 16);
 		__builtin_memcpy(tuple.ipv6.daddr, &ip6->daddr, 16);
@@ -197,12 +433,20 @@ int lanes_ingress(struct __sk_buff *skb)
 		}
 		sk = bpf_sk_lookup_udp(skb, &tuple, tuple_len, BPF_F_CURRENT_NETNS, 0);
 	}
+	__u32 cls = 0;
+	__u32 srtt = 0;
 	if (sk) {
-		__u32 cls = lane_of_sock(sk);
+		cls = lane_of_sock(sk);
+		if (!cls)
+			cls = follow(skb, sk, dscp);
+		srtt = srtt_of(sk);
 		bpf_sk_release(sk);
 		if (cls)
 			skb->priority = cls;
 	}
+	idle_account(skb->ifindex, DIR_INGRESS, cls, srtt);
+	return TC_ACT_UNSPEC;
 out:
+	idle_account(skb->ifindex, DIR_INGRESS, 0, 0);
 	return TC_ACT_UNSPEC;
 }

@@ -8,15 +8,39 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type LanesIdleGate struct {
+	_        structs.HostLayout
+	LastFgNs uint64
+	LastBgNs uint64
+	FgPkts   uint64
+	BgPkts   uint64
+	Events   uint64
+	Open     uint32
+	SrttUs   uint32
+}
+
+type LanesIdleKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Dir     uint32
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	LanesMapAutoLabel        = "auto_label"
+	LanesMapFollowOfDev      = "follow_of_dev"
+	LanesMapFollowed         = "followed"
+	LanesMapIdleEvents       = "idle_events"
+	LanesMapIdleGates        = "idle_gates"
+	LanesMapIdleSlot         = "idle_slot"
+	LanesMapLaneFlags        = "lane_flags"
 	LanesMapLaneOfCgroup     = "lane_of_cgroup"
 	LanesProgLanesEgress     = "lanes_egress"
 	LanesProgLanesIngress    = "lanes_ingress"
@@ -75,6 +99,12 @@ type LanesProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type LanesMapSpecs struct {
 	AutoLabel    *ebpf.MapSpec `ebpf:"auto_label"`
+	FollowOfDev  *ebpf.MapSpec `ebpf:"follow_of_dev"`
+	Followed     *ebpf.MapSpec `ebpf:"followed"`
+	IdleEvents   *ebpf.MapSpec `ebpf:"idle_events"`
+	IdleGates    *ebpf.MapSpec `ebpf:"idle_gates"`
+	IdleSlot     *ebpf.MapSpec `ebpf:"idle_slot"`
+	LaneFlags    *ebpf.MapSpec `ebpf:"lane_flags"`
 	LaneOfCgroup *ebpf.MapSpec `ebpf:"lane_of_cgroup"`
 }
 
@@ -105,12 +135,24 @@ func (o *LanesObjects) Close() error {
 // It can be passed to LoadLanesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LanesMaps struct {
 	AutoLabel    *ebpf.Map `ebpf:"auto_label"`
+	FollowOfDev  *ebpf.Map `ebpf:"follow_of_dev"`
+	Followed     *ebpf.Map `ebpf:"followed"`
+	IdleEvents   *ebpf.Map `ebpf:"idle_events"`
+	IdleGates    *ebpf.Map `ebpf:"idle_gates"`
+	IdleSlot     *ebpf.Map `ebpf:"idle_slot"`
+	LaneFlags    *ebpf.Map `ebpf:"lane_flags"`
 	LaneOfCgroup *ebpf.Map `ebpf:"lane_of_cgroup"`
 }
 
 func (m *LanesMaps) Close() error {
 	return _LanesClose(
 		m.AutoLabel,
+		m.FollowOfDev,
+		m.Followed,
+		m.IdleEvents,
+		m.IdleGates,
+		m.IdleSlot,
+		m.LaneFlags,
 		m.LaneOfCgroup,
 	)
 }

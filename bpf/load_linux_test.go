@@ -24,4 +24,16 @@ func TestLoad(t *testing.T) {
 			t.Errorf("program %s not loaded", name)
 		}
 	}
+	for name, m := range map[string]any{
+		"lane_flags":    objs.LaneFlags,
+		"idle_slot":     objs.IdleSlot,
+		"idle_gates":    objs.IdleGates,
+		"idle_events":   objs.IdleEvents,
+		"follow_of_dev": objs.FollowOfDev,
+		"followed":      objs.Followed,
+	} {
+		if m == nil {
+			t.Errorf("map %s not created", name)
+		}
+	}
 }

@@ -311,5 +311,6 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Config = d.configName()
 	st.Mechanisms = d.mechanisms()
 	st.Lanes = d.lanes()
+	st.Idletime = d.idleStats()
 	return st, nil
 }

@@ -22,8 +22,12 @@ type netRecord struct {
 // network is the daemon's network side: one netsched enforcer and the
 // interfaces it shapes.
 type network struct {
-	e      *netsched.Enforcer
-	ifaces []string
+	e          *netsched.Enforcer
+	ifaces     []string
+	classifier netsched.Classifier
+	// idle runs the preemption intervals of the interfaces' idletime
+	// lanes ([net.idletime]); nil when pi is off.
+	idle *idleRun
 }
 
 // cleanNetLeftovers removes trees a crashed run left (its records say it
@@ -68,24 +72,48 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 	if err != nil {
 		return err
 	}
+	classifier := netsched.ClassifyAuto
+	if cfg.Net.Classifier == "ports" {
+		classifier = netsched.ClassifyU32
+	}
+	if d.net != nil && d.net.classifier != classifier {
+		// The classifier is chosen when the enforcer loads its programs.
+		d.logf("net: classifier changed: rebuilding the network trees")
+		d.stopNet()
+	}
 	if d.net == nil {
-		e, err := netsched.New(d.logf)
+		e, err := netsched.New(d.logf, netsched.WithClassifier(classifier))
 		if err != nil {
 			d.setHealth("net-unavailable", err.Error())
 			return fmt.Errorf("net: %w", err)
 		}
-		d.net = &network{e: e}
+		d.net = &network{e: e, classifier: classifier}
 		d.engine.SetNet(e)
 	}
 	// Build every plan first: a bad config changes nothing.
 	plans := map[string]netsched.Plan{}
+	idle := idletimeOf(cfg)
+	if len(idle.Lanes) > 0 {
+		if err := d.net.e.IdletimeErr(); err != nil {
+			// Background lanes stay lowest-priority classes (PI 0).
+			d.setHealth("net-idletime", "preemption intervals unavailable, background is strict lowest priority only: "+err.Error())
+			idle = netsched.Idletime{}
+		}
+	}
 	for _, iface := range ifaces {
 		p, err := netsched.BuildPlan(cfg, iface, d.net.e.Leaf())
+		if err == nil {
+			p, err = p.WithIdletime(idle)
+		}
 		if err != nil {
 			return fmt.Errorf("net: %s: %w", iface, err)
 		}
 		plans[iface] = p
 	}
+	// The controller holds gates of the trees about to change: stop it
+	// (releasing them) first, and start it again on the new trees.
+	d.net.idle.end()
+	d.net.idle = nil
 	for _, old := range d.net.ifaces {
 		if _, keep := plans[old]; !keep {
 			d.removeIface(old)
@@ -110,7 +138,63 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		applied = append(applied, iface)
 	}
 	d.net.ifaces = applied
+	if len(idle.Lanes) > 0 && len(applied) > 0 {
+		if err := d.startNetIdle(cfg); err != nil {
+			d.setHealth("net-idletime", err.Error())
+			errs = append(errs, err)
+		} else {
+			d.setHealth("net-idletime", "")
+		}
+	} else if _, on := policyOf(cfg.Net.Idle.PI); !on {
+		d.setHealth("net-idletime", "")
+	}
 	return errors.Join(errs...)
+}
+
+// idletimeOf is the idletime part of the network plans: the lanes with
+// net.idletime, when a preemption interval is configured. Follow needs
+// the download direction shaped (that is where marked packets are seen).
+func idletimeOf(cfg *lane.Config) netsched.Idletime {
+	if _, on := policyOf(cfg.Net.Idle.PI); !on {
+		return netsched.Idletime{}
+	}
+	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress}
+	for _, name := range cfg.Order {
+		if cfg.Lanes[name].Net.Idletime {
+			o.Lanes = append(o.Lanes, name)
+		}
+	}
+	return o
+}
+
+// startNetIdle starts the controller over every gate of the shaped
+// interfaces, fed by the classifier's ring buffer.
+func (d *Daemon) startNetIdle(cfg *lane.Config) error {
+	gates := d.net.e.AllIdleGates()
+	if len(gates) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := d.net.e.IdleEvents(ctx, gates...)
+	if err != nil {
+		cancel()
+		return idleErr("net", err)
+	}
+	e, ifaces := d.net.e, slices.Clone(d.net.ifaces)
+	srtt := func() time.Duration {
+		var m time.Duration
+		for _, iface := range ifaces {
+			m = max(m, e.ForegroundSRTT(iface))
+		}
+		return m
+	}
+	r, err := d.startIdle(cfg.Net.Idle.PI, gates, events, srtt, cancel)
+	if err != nil {
+		cancel()
+		return idleErr("net", err)
+	}
+	d.net.idle = r
+	return nil
 }
 
 func (d *Daemon) removeIface(iface string) {
@@ -139,6 +223,8 @@ func (d *Daemon) stopNet() {
 	if d.net == nil {
 		return
 	}
+	d.net.idle.end()
+	d.net.idle = nil
 	for _, iface := range slices.Clone(d.net.ifaces) {
 		d.removeIface(iface)
 	}

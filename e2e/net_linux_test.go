@@ -186,3 +186,32 @@ func TestNetworkBadInput(t *testing.T) {
 		})
 	}
 }
+
+// With classifier = "ports", lanesd classifies by the lanes' port rules
+// (u32) instead of by process: a process in the default lane sending to a
+// port of the interactive lane's rules is counted in interactive, and
+// `lanes doctor` says port rules are in use.
+func TestNetworkPortRules(t *testing.T) {
+	p := newNetPair(t)
+	e := newEnv(t, "[net]\ninterfaces = [\""+p.dev+"\"]\nrate = \"20mbit\"\nclassifier = \"ports\"\n[lanes.interactive]\nnet = { ports = [\"udp/9\"] }\n")
+	e.startIn(p)
+	i0, n0 := egress(t, e, "interactive").Packets, egress(t, e, "normal").Packets
+	argv := p.in(e.bin, "--socket", e.socket, "run", "-l", "normal", "--", "bash", "-c",
+		"for i in $(seq 30); do echo x > /dev/udp/198.18.99.2/9; echo y > /dev/udp/198.18.99.2/10; done")
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Env = append(os.Environ(), roleEnv+"=lanes")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("lanes run: %v %s", err, out)
+	}
+	if got := egress(t, e, "interactive").Packets - i0; got < 30 {
+		t.Errorf("interactive counted %d packets to udp/9, want >= 30", got)
+	}
+	if got := egress(t, e, "normal").Packets - n0; got < 30 {
+		t.Errorf("normal counted %d packets to udp/10, want >= 30", got)
+	}
+	if r := e.lanes("doctor"); !strings.Contains(r.stdout, "port rules") {
+		t.Errorf("lanes doctor does not report port rules:\n%s%s", r.stdout, r.stderr)
+	}
+	e.stop()
+	noLanesObjects(t)
+}

@@ -5,10 +5,23 @@
 // preemption interval (PI), so that foreground bursts are preempted at most
 // once.
 //
-// The package holds what is independent of the resource: the paper's state
-// machine (Machine), how the PI length is chosen (Policy: fixed, k·srtt, or
-// adaptive from the machine's counters), and the Controller that drives a
-// resource's Gate — the kernel mechanism that holds and releases the
-// resource's background work — from foreground activity reported by the
-// kernel. netsched provides gates for interfaces, disk for block devices.
+// The package holds what is independent of the resource:
+//
+//   - Machine, the paper's Moore machine (states I, F, B, P; events f, b,
+//     t, i) in the variant the paper implemented, with explicit time, the
+//     paper's counters X[state][event] and the time spent in each state.
+//   - Policy, how the PI length is chosen: Fixed (0 is a plain priority
+//     queue, Infinite never lets background run after foreground), Auto
+//     (K × the foreground flows' smoothed RTT within [Min, Max]) or
+//     Adaptive (TCP-like windowing on the counters: a preemption doubles
+//     the PI, other foreground arrivals shorten it a little). ParsePI
+//     reads the setting from configuration text.
+//   - Controller, which drives resources' Gates — the kernel mechanism
+//     that holds and releases a resource's background work — from the
+//     foreground Events the kernel reports, and reports GateStats.
+//
+// netsched provides gates for interfaces, disk for block devices; the
+// daemon runs the Controller. Times from the kernel are Mono
+// (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns); the package touches no
+// kernel interface itself.
 package idletime

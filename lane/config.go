@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lanes-qos/lanes/idletime"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -47,11 +48,13 @@ func (c *Config) Clone() *Config {
 	n.Lanes = make(map[string]*Lane, len(c.Lanes))
 	for name, l := range c.Lanes {
 		cp := *l
+		cp.Net.Ports = slices.Clone(l.Net.Ports)
 		n.Lanes[name] = &cp
 	}
 	n.Order = slices.Clone(c.Order)
 	n.Rules = slices.Clone(c.Rules)
 	n.Net.Interfaces = slices.Clone(c.Net.Interfaces)
+	n.DiskIdle.Devices = slices.Clone(c.DiskIdle.Devices)
 	return &n
 }
 
@@ -111,6 +114,7 @@ type fileConfig struct {
 	Default *string              `toml:"default"`
 	Daemon  *fileDaemon          `toml:"daemon"`
 	Net     *fileNetGlobal       `toml:"net"`
+	Disk    *fileDiskGlobal      `toml:"disk"`
 	Lanes   map[string]*fileLane `toml:"lanes"`
 	Rule    []fileRule           `toml:"rule"`
 }
@@ -122,9 +126,33 @@ type fileDaemon struct {
 }
 
 type fileNetGlobal struct {
-	Interfaces []string `toml:"interfaces"`
-	Rate       *string  `toml:"rate"`
-	Ingress    *bool    `toml:"ingress"`
+	Interfaces []string     `toml:"interfaces"`
+	Rate       *string      `toml:"rate"`
+	Ingress    *bool        `toml:"ingress"`
+	Classifier *string      `toml:"classifier"`
+	Idletime   *fileNetIdle `toml:"idletime"`
+}
+
+type filePI struct {
+	PI    *string  `toml:"pi"`
+	PIMin *string  `toml:"pi_min"`
+	PIMax *string  `toml:"pi_max"`
+	PIK   *float64 `toml:"pi_k"`
+}
+
+type fileNetIdle struct {
+	filePI
+	Mark   *bool `toml:"mark"`
+	Follow *bool `toml:"follow"`
+}
+
+type fileDiskGlobal struct {
+	Idletime *fileDiskIdle `toml:"idletime"`
+}
+
+type fileDiskIdle struct {
+	filePI
+	Devices []string `toml:"devices"`
 }
 
 type fileLane struct {
@@ -152,6 +180,8 @@ type fileLaneNet struct {
 	Ceil     *string `toml:"ceil"`
 	Borrow   *bool   `toml:"borrow"`
 	Target   *string `toml:"target"`
+	Idletime *bool   `toml:"idletime"`
+	Ports    []any   `toml:"ports"`
 }
 
 type fileRule struct {
@@ -205,6 +235,8 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.Daemon = base.Daemon
 		c.Net = base.Net
 		c.Net.Interfaces = slices.Clone(base.Net.Interfaces)
+		c.DiskIdle = base.DiskIdle
+		c.DiskIdle.Devices = slices.Clone(base.DiskIdle.Devices)
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
@@ -221,6 +253,9 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	}
 	v.daemon(&c.Daemon, f.Daemon)
 	v.netGlobal(&c.Net, f.Net)
+	if f.Disk != nil && f.Disk.Idletime != nil {
+		v.diskIdle(&c.DiskIdle, f.Disk.Idletime)
+	}
 
 	// Built-ins first, then user lanes in file order.
 	c.Order = []string{Interactive, Normal, Background}
@@ -261,6 +296,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		v.lane(key, l, fl)
 	}
 	v.laneRates(c)
+	v.lanePorts(c)
 
 	if _, ok := c.Lanes[c.Default]; !ok {
 		v.add("default", "unknown lane %q (lanes: %s)", c.Default, strings.Join(c.Order, ", "))
@@ -327,6 +363,96 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 	}
 	if fn.Ingress != nil {
 		n.Ingress = *fn.Ingress
+	}
+	if fn.Classifier != nil {
+		switch *fn.Classifier {
+		case "auto", "ports":
+			n.Classifier = *fn.Classifier
+		default:
+			v.add("net.classifier", "unknown classifier %q (want \"auto\" or \"ports\")", *fn.Classifier)
+		}
+	}
+	if fi := fn.Idletime; fi != nil {
+		v.pi("net.idletime", &n.Idle.PI, &fi.filePI)
+		if fi.Mark != nil {
+			n.Idle.Mark = *fi.Mark
+		}
+		if fi.Follow != nil {
+			n.Idle.Follow = *fi.Follow
+		}
+	}
+}
+
+func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
+	v.pi("disk.idletime", &d.PI, &fd.filePI)
+	if d.PI.Mode == PIAuto {
+		v.add("disk.idletime.pi", "\"auto\" derives the interval from network round-trip times; for a disk give a duration or \"adaptive\"")
+	}
+	if fd.Devices != nil {
+		d.Devices = slices.Clone(fd.Devices)
+		for _, dev := range d.Devices {
+			if !strings.HasPrefix(dev, "/dev/") || strings.ContainsAny(dev, " \t\n") {
+				v.add("disk.idletime.devices", "%q is not a block device path (want e.g. \"/dev/sda\")", dev)
+			}
+		}
+	}
+}
+
+// ParsePI parses a preemption interval as config files write it: "off"
+// (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive" (the syntax of
+// idletime.ParsePI). It returns the mode and, for PIFixed, the length.
+func ParsePI(s string) (PIMode, time.Duration, error) {
+	m, d, err := idletime.ParsePI(s)
+	if err != nil {
+		return "", 0, errors.New(strings.TrimPrefix(err.Error(), "idletime: "))
+	}
+	switch {
+	case m == idletime.Auto:
+		return PIAuto, 0, nil
+	case m == idletime.Adaptive:
+		return PIAdaptive, 0, nil
+	case d == 0:
+		return PIOff, 0, nil
+	}
+	return PIFixed, d, nil
+}
+
+// pi merges and checks one preemption-interval setting under key.
+func (v *validator) pi(key string, p *PI, fp *filePI) {
+	if fp.PI != nil {
+		mode, d, err := ParsePI(*fp.PI)
+		if err != nil {
+			v.add(key+".pi", "%v", err)
+		} else {
+			p.Mode, p.Length = mode, d
+		}
+	}
+	dur := func(k string, s *string, dst *time.Duration) bool {
+		if s == nil {
+			return true
+		}
+		d, err := time.ParseDuration(*s)
+		switch {
+		case err != nil:
+			v.add(key+"."+k, "invalid duration %q: want e.g. \"2ms\"", *s)
+			return false
+		case d <= 0:
+			v.add(key+"."+k, "%s is not positive", d)
+			return false
+		}
+		*dst = d
+		return true
+	}
+	okMin := dur("pi_min", fp.PIMin, &p.Min)
+	okMax := dur("pi_max", fp.PIMax, &p.Max)
+	if okMin && okMax && p.Min > p.Max {
+		v.add(key+".pi_max", "%s is less than pi_min %s", p.Max, p.Min)
+	}
+	if fp.PIK != nil {
+		p.K = *fp.PIK
+		if !(p.K > 0 && p.K <= 1000) {
+			v.add(key+".pi_k", "%g is outside (0, 1000]", p.K)
+		}
 	}
 }
 
@@ -408,6 +534,9 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 		if n.Borrow != nil {
 			l.Net.Borrow = *n.Borrow
 		}
+		if n.Idletime != nil {
+			l.Net.Idletime = *n.Idletime
+		}
 		if n.Target != nil {
 			d, err := time.ParseDuration(*n.Target)
 			switch {
@@ -417,6 +546,56 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 				v.add(key+".net.target", "%s is not positive", d)
 			default:
 				l.Net.Target = d
+			}
+		}
+		if n.Ports != nil {
+			l.Net.Ports = v.ports(key+".net.ports", n.Ports)
+		}
+	}
+}
+
+// ports parses a lane's net.ports entries; each bad entry is reported at
+// its own key ("lanes.video.net.ports[2]"). With a bad entry it returns no
+// rules, so that lanePorts does not check a half-parsed list.
+func (v *validator) ports(key string, entries []any) []PortRule {
+	rules := make([]PortRule, 0, len(entries))
+	ok := true
+	for i, e := range entries {
+		r, err := portRuleOf(e)
+		if err != nil {
+			v.add(fmt.Sprintf("%s[%d]", key, i+1), "%v", err)
+			ok = false
+			continue
+		}
+		rules = append(rules, r)
+	}
+	if !ok {
+		return nil
+	}
+	return rules
+}
+
+// lanePorts rejects port rules of different lanes that overlap: a packet
+// could not tell which lane it belongs to.
+func (v *validator) lanePorts(c *Config) {
+	for i, name := range c.Order {
+		l := c.Lanes[name]
+		if l == nil {
+			continue
+		}
+		for j, r := range l.Net.Ports {
+		earlier:
+			for _, prev := range c.Order[:i] {
+				pl := c.Lanes[prev]
+				if pl == nil {
+					continue
+				}
+				for _, o := range pl.Net.Ports {
+					if r.Overlaps(o) {
+						v.add(fmt.Sprintf("lanes.%s.net.ports[%d]", name, j+1), "%q overlaps %q of lane %s: a port may be in one lane only", r, o, prev)
+						break earlier
+					}
+				}
 			}
 		}
 	}

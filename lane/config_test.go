@@ -38,7 +38,7 @@ func TestDefault(t *testing.T) {
 	}{
 		{Interactive, CPU{Weight: 1000}, Disk{Class: IOBestEffort, Level: 0}, Net{Priority: 0}},
 		{Normal, CPU{Weight: 100}, Disk{Class: IOBestEffort, Level: 4}, Net{Priority: 1}},
-		{Background, CPU{Weight: 1, Idle: true}, Disk{Class: IOIdle}, Net{Priority: 7, Borrow: true}},
+		{Background, CPU{Weight: 1, Idle: true}, Disk{Class: IOIdle}, Net{Priority: 7, Borrow: true, Idletime: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestDefault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Name != tt.name || !l.Unprivileged || l.CPU != tt.cpu || l.Disk != tt.disk || l.Net != tt.net {
+			if l.Name != tt.name || !l.Unprivileged || l.CPU != tt.cpu || l.Disk != tt.disk || !reflect.DeepEqual(l.Net, tt.net) {
 				t.Errorf("lane %+v, want cpu %+v disk %+v net %+v unprivileged", *l, tt.cpu, tt.disk, tt.net)
 			}
 		})
@@ -119,7 +119,7 @@ cpu.idle = true
 		// table that is given.
 		{Interactive, Lane{Name: Interactive, Unprivileged: true, CPU: CPU{Weight: 1000, CapPercent: 50}, Disk: Disk{Class: IOBestEffort}, Net: Net{Priority: 0}, Line: 6}},
 		{Normal, Lane{Name: Normal, Unprivileged: true, CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}}},
-		{Background, Lane{Name: Background, Unprivileged: true, CPU: CPU{Weight: 1, Idle: true}, Disk: Disk{Class: IOIdle, Level: 3}, Net: Net{Priority: 7, Borrow: true, Rate: 1_000_000}, Line: 9}},
+		{Background, Lane{Name: Background, Unprivileged: true, CPU: CPU{Weight: 1, Idle: true}, Disk: Disk{Class: IOIdle, Level: 3}, Net: Net{Priority: 7, Borrow: true, Idletime: true, Rate: 1_000_000}, Line: 9}},
 		// User lanes start from the built-in normal lane, privileged.
 		{"video", Lane{Name: "video", CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Target: 5 * time.Millisecond}, Line: 13}},
 		{"batch", Lane{Name: "batch", CPU: CPU{Weight: 100, Idle: true}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}, Line: 16}},
@@ -130,7 +130,7 @@ cpu.idle = true
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *l != tt.want {
+			if !reflect.DeepEqual(*l, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", *l, tt.want)
 			}
 		})
@@ -295,8 +295,9 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Lane{Name: "video", CPU: CPU{Weight: 400, CapPercent: 50}, Disk: Disk{Class: IOBestEffort, Level: 2, Weight: 200},
-		Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond}, Line: video.Line}
-	if *video != want || video.Line == 0 {
+		Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond,
+			Ports: []PortRule{{Proto: ProtoUDP, Lo: 8801, Hi: 8810}, {Lo: 3478, Hi: 3478}}}, Line: video.Line}
+	if !reflect.DeepEqual(*video, want) || video.Line == 0 {
 		t.Errorf("video lane %+v, want %+v", *video, want)
 	}
 	if c.Net.Rate != 20_000_000 || len(c.Rules) != 6 {
@@ -452,4 +453,59 @@ func FuzzParse(f *testing.F) {
 		}
 		c.Match(Process{Exe: "/usr/bin/x", Comm: "x", Cgroup: "/a/b.service"})
 	})
+}
+
+func TestIdletimeConfig(t *testing.T) {
+	d := Default()
+	if d.Net.Idle.PI.Mode != PIAuto || d.Net.Idle.PI.Min != 2*time.Millisecond || d.Net.Idle.PI.Max != 100*time.Millisecond || d.Net.Idle.PI.K != 4 || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
+		t.Errorf("default net.idletime = %+v", d.Net.Idle)
+	}
+	if d.DiskIdle.PI.Mode != PIOff {
+		t.Errorf("default disk.idletime.pi = %v, want off", d.DiskIdle.PI.Mode)
+	}
+	good := []struct {
+		text string
+		mode PIMode
+		pi   time.Duration
+	}{
+		{`[net.idletime]
+pi = "20ms"`, PIFixed, 20 * time.Millisecond},
+		{`[net.idletime]
+pi = "0"`, PIOff, 0},
+		{`[net.idletime]
+pi = "off"`, PIOff, 0},
+		{`[net.idletime]
+pi = "inf"`, PIFixed, PIInfinite},
+		{`[net.idletime]
+pi = "adaptive"
+pi_min = "1ms"
+pi_max = "50ms"`, PIAdaptive, 0},
+	}
+	for _, tc := range good {
+		c, err := Parse("t.toml", []byte(tc.text))
+		if err != nil {
+			t.Errorf("%q: %v", tc.text, err)
+			continue
+		}
+		if c.Net.Idle.PI.Mode != tc.mode || c.Net.Idle.PI.Length != tc.pi {
+			t.Errorf("%q: got %+v", tc.text, c.Net.Idle.PI)
+		}
+	}
+	bad := []struct{ text, want string }{
+		{"[net.idletime]\npi = \"soon\"", `t.toml:2: net.idletime.pi: PI "soon": want a duration`},
+		{"[net.idletime]\npi = \"-5ms\"", `t.toml:2: net.idletime.pi: PI "-5ms" is negative`},
+		{"[net.idletime]\npi_min = \"10ms\"\npi_max = \"5ms\"", `t.toml:3: net.idletime.pi_max: 5ms is less than pi_min 10ms`},
+		{"[net.idletime]\npi_min = \"0s\"", `t.toml:2: net.idletime.pi_min: 0s is not positive`},
+		{"[net.idletime]\npi_k = 0", `t.toml:2: net.idletime.pi_k: 0 is outside (0, 1000]`},
+		{"[net.idletime]\nspeed = 1", `t.toml:2: net.idletime.speed: unknown key`},
+		{"[disk.idletime]\npi = \"auto\"", `t.toml:2: disk.idletime.pi: "auto" derives`},
+		{"[net]\nclassifier = \"bpf\"", `t.toml:2: net.classifier: unknown classifier "bpf"`},
+		{"[disk.idletime]\ndevices = [\"sda\"]", `t.toml:2: disk.idletime.devices: "sda" is not a block device path`},
+	}
+	for _, tc := range bad {
+		_, err := Parse("t.toml", []byte(tc.text))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.text, err, tc.want)
+		}
+	}
 }

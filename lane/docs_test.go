@@ -25,6 +25,10 @@ func TestConfigDocCoversEveryKey(t *testing.T) {
 		}
 		for i := 0; i < typ.NumField(); i++ {
 			f := typ.Field(i)
+			if f.Anonymous {
+				walk(prefix, f.Type)
+				continue
+			}
 			name := f.Tag.Get("toml")
 			keys = append(keys, prefix+name)
 			walk(prefix+name+".", f.Type)

@@ -27,6 +27,8 @@ type Config struct {
 	// Net holds the network settings shared by all lanes (interfaces,
 	// total rate). Consumed by netsched.
 	Net NetGlobal
+	// DiskIdle is idletime scheduling on block devices ([disk.idletime]).
+	DiskIdle DiskIdletime
 }
 
 // Daemon holds lanesd's own settings.
@@ -98,6 +100,14 @@ type Net struct {
 	Borrow bool
 	// Target is the leaf queue's target delay (byte FIFO sizing, fq_codel target).
 	Target time.Duration
+	// Idletime: the lane uses only idle capacity — it is held for a
+	// preemption interval after foreground traffic (NetGlobal.Idle).
+	// Built-in: background.
+	Idletime bool
+	// Ports are the lane's port rules: where lanes cannot classify packets
+	// by their socket's lane (no BPF), TCP and UDP packets from or to these
+	// ports go to the lane. No two lanes' rules overlap.
+	Ports []PortRule
 }
 
 // NetGlobal holds network settings that are not per lane.
@@ -109,6 +119,66 @@ type NetGlobal struct {
 	Rate uint64
 	// Ingress: also shape the download direction (IFB).
 	Ingress bool
+	// Classifier is how packets find their lane: "auto" (by process with
+	// BPF where the kernel can, per-lane port rules where it cannot) or
+	// "ports" (port rules only).
+	Classifier string
+	// Idle is idletime scheduling of the lanes with Net.Idletime set
+	// ([net.idletime]).
+	Idle NetIdletime
+}
+
+// PIMode is how a preemption interval's length is chosen.
+type PIMode string
+
+// PI modes.
+const (
+	// PIOff: no preemption interval — background lanes are served at
+	// strict lowest priority only (the paper's PI = 0).
+	PIOff PIMode = "off"
+	// PIFixed: a configured length; Infinite (PIInfinite) never lets
+	// background start after foreground.
+	PIFixed PIMode = "fixed"
+	// PIAuto: K × the smoothed RTT of foreground TCP flows, in [Min, Max].
+	PIAuto PIMode = "auto"
+	// PIAdaptive: lengthened on preemptions, shortened when foreground
+	// arrives at an idle resource or within the interval, in [Min, Max].
+	PIAdaptive PIMode = "adaptive"
+)
+
+// PIInfinite is the fixed PI written "inf" (idletime.Infinite).
+const PIInfinite time.Duration = 1<<63 - 1
+
+// PI is a preemption-interval setting.
+type PI struct {
+	Mode PIMode
+	// Length for PIFixed.
+	Length time.Duration
+	// Min and Max bound PIAuto and PIAdaptive.
+	Min, Max time.Duration
+	// K is PIAuto's multiple of the foreground smoothed RTT.
+	K float64
+}
+
+// NetIdletime configures idletime scheduling on the managed interfaces.
+type NetIdletime struct {
+	PI PI
+	// Mark: background packets leave with DSCP LE (RFC 8622), so lanes on
+	// the receiving host can keep the flow's ACKs and replies background.
+	Mark bool
+	// Follow: an incoming packet marked LE (or CS1) makes its local socket
+	// background, so its replies and ACKs are background here too.
+	Follow bool
+}
+
+// DiskIdletime configures idletime scheduling on block devices: the
+// background I/O of lanes whose disk class is idle is held for a
+// preemption interval after foreground I/O.
+type DiskIdletime struct {
+	PI PI
+	// Devices are block device paths (/dev/sda) to manage; empty: every
+	// device.
+	Devices []string
 }
 
 // Rule puts processes into a lane. All non-empty match fields must match.

@@ -21,9 +21,18 @@ type keyPositions struct {
 }
 
 // line returns the 1-based line of key, or 0 when the key is not in the
-// document (a default value).
+// document (a default value). An array element ("x.ports[2]") that was not
+// indexed has its array's line.
 func (k keyPositions) line(key string) int {
 	off, ok := k.offsets[key]
+	for !ok && strings.HasSuffix(key, "]") {
+		i := strings.LastIndexByte(key, '[')
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+		off, ok = k.offsets[key]
+	}
 	if !ok {
 		return 0
 	}
@@ -107,10 +116,16 @@ func (kp keyPositions) keyValue(path string, off int, value *unstable.Node) {
 	case unstable.Array:
 		it := value.Children()
 		for i := 1; it.Next(); i++ {
-			if n := it.Node(); n.Kind == unstable.InlineTable {
-				elem := fmt.Sprintf("%s[%d]", path, i)
+			n := it.Node()
+			elem := fmt.Sprintf("%s[%d]", path, i)
+			switch n.Kind {
+			case unstable.InlineTable:
 				kp.record(elem, int(n.Raw.Offset))
 				kp.keyValue(elem, int(n.Raw.Offset), n)
+			case unstable.String, unstable.Integer, unstable.Float, unstable.Bool:
+				// Scalars too, so that a bad entry of a list (net.ports)
+				// is reported on its own line.
+				kp.record(elem, int(n.Raw.Offset))
 			}
 		}
 	}

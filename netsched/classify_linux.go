@@ -43,12 +43,15 @@ func cgroupID(dir string) (uint64, error) {
 // in it, or in any cgroup below it, get the lane's class as their priority,
 // and packets of sockets created there before are classified by the egress
 // classifier. Calling it again updates the binding. Before any applied plan
-// has the lane, the binding waits: Apply completes it.
+// has the lane, the binding waits: Apply completes it. Where port rules
+// classify instead of BPF (see Mechanisms) it does nothing.
 func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.objs == nil {
-		return fmt.Errorf("bind lane %s: %w", laneName, e.clsErr)
+		// Port rules classify (see Mechanisms): a cgroup has no say.
+		e.logf("netsched: lane %s: cgroup %s not bound, packets are classified by port rules (%v)", laneName, cgroupV2Dir, e.clsErr)
+		return nil
 	}
 	id, err := cgroupID(cgroupV2Dir)
 	if err != nil {
@@ -130,12 +133,13 @@ func (e *Enforcer) refreshBindings() error {
 // label lanes gave it at creation is relabelled with the lane's class
 // (through a duplicate of the socket obtained with pidfd_getfd). A socket
 // whose program set its own priority keeps it: explicit labels win. It
-// returns after every socket was tried, with the errors joined.
+// returns after every socket was tried, with the errors joined. Where port
+// rules classify instead of BPF it does nothing.
 func (e *Enforcer) MoveSockets(pid int, laneName string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.objs == nil {
-		return fmt.Errorf("move sockets of %d: %w", pid, e.clsErr)
+		return nil // port rules classify: sockets have no lane
 	}
 	cls, err := e.classOf(laneName)
 	if err != nil {

@@ -28,4 +28,12 @@
 // Downloads: a clsact ingress program finds each packet's local socket
 // (bpf_sk_lookup_tcp/udp) and labels the packet; a u32 filter with mirred
 // redirects IP packets to the IFB "lanes-ifb<ifindex>".
+//
+// Port rules, the last fallback: where the kernel cannot run lanes' BPF
+// programs (or WithClassifier(ClassifyU32) says so), the lanes' net.ports
+// become u32 filters on the HTB root of the interface and of its IFB
+// (u32_linux.go): TCP and UDP packets whose local, else remote, port is in
+// a lane's rules go to that lane, the rest to the default lane. With BPF
+// they are not installed. The same applies to downloads alone when only
+// the BPF ingress helpers are missing.
 package netsched

@@ -26,7 +26,8 @@ type LaneStats struct {
 type Option func(*options)
 
 type options struct {
-	netnsPath string
+	netnsPath  string
+	classifier Classifier
 }
 
 // WithNetns makes the Enforcer manage the interfaces of the network

@@ -33,6 +33,8 @@ type Enforcer struct {
 	htbErr  error
 	clsErr  error // why the BPF classifier is unavailable, nil if it is
 	ingErr  error // why download shaping is unavailable, nil if it is
+	idleErr error // why idletime gates are unavailable, nil if they are
+	ports   portState
 
 	mu      sync.Mutex
 	objs    *lanesbpf.LanesObjects
@@ -40,6 +42,10 @@ type Enforcer struct {
 	cgLinks map[string]link.Link // cgroup dir -> sock_create attachment
 	bound   map[string]boundLane // lane -> its cgroup
 	closed  bool
+
+	gateMem   []byte         // the idle_gates array, mmapped
+	slots     [maxGates]bool // idle_gates slots in use
+	evReading bool           // an IdleEvents reader runs
 }
 
 type boundLane struct {
@@ -54,6 +60,7 @@ type ifaceState struct {
 	addedClsact bool
 	ifb         string // IFB device name, "" without ingress
 	last        map[statKey]sample
+	gates       [2]*netGate // idletime gates by direction (dirEgress, dirIngress)
 }
 
 type statKey struct {
@@ -112,6 +119,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 	}
 
 	e.clsErr = firstErr(
+		o.classifier.forced(),
 		netprobe.HaveQdisc("clsact"),
 		netprobe.HaveBPFProgramType(ebpf.CGroupSock),
 		netprobe.HaveBPFProgramType(ebpf.SchedCLS),
@@ -127,6 +135,10 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 			e.objs = &objs
 		}
 	}
+	e.idleErr = e.clsErr
+	if e.objs != nil {
+		e.idleErr = firstErr(netprobe.HaveQdisc("tbf"), e.mapGates())
+	}
 	e.ingErr = firstErr(
 		e.clsErr,
 		netprobe.HaveIFB(),
@@ -135,6 +147,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupUdp),
 		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
 	)
+	e.initPortRules()
 	return e, nil
 }
 
@@ -164,12 +177,19 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 	if e.clsErr == nil {
 		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "BPF cgroup sock_create priority + tc clsact egress classifier by socket cgroup", Preferred: true, Reason: "probed: cgroup sock programs, clsact, bpf_skb_ancestor_cgroup_id", OK: true})
 	} else {
-		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "none: every packet goes to the default lane", Reason: e.clsErr.Error()})
+		ms = append(ms, e.classificationByPorts())
 	}
-	if e.ingErr == nil {
+	if e.ports.ingress {
+		ms = append(ms, e.ingressByPorts())
+	} else if e.ingErr == nil {
 		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB (u32 + mirred redirect), lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, u32 + mirred, bpf_sk_lookup_tcp/udp and bpf_sk_storage_get in tc", OK: true})
 	} else {
 		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "none: downloads are not shaped", Reason: e.ingErr.Error()})
+	}
+	if e.idleErr == nil {
+		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "tbf hold + daemon (BPF wake-up)", Preferred: true, Reason: "probed: tbf, BPF ring buffer and mmapable array, compare-and-swap in tc programs; the kernel has no preemption-interval qdisc, so the daemon holds and releases a TBF leaf per background lane", OK: true})
+	} else {
+		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "none: background lanes are only lowest-priority HTB classes (preemption interval 0)", Reason: e.idleErr.Error()})
 	}
 	ms = append(ms, features.Mechanism{Resource: "net background transport", Backend: "lowest HTB priority, borrows only idle capacity", Reason: "scavenger congestion control (struct_ops) not implemented yet", OK: true})
 	return ms
@@ -192,6 +212,17 @@ func (e *Enforcer) Close() error {
 		}
 	}
 	e.cgLinks = nil
+	for _, st := range e.ifaces {
+		if err := e.closeGates(st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.gateMem != nil {
+		if err := unix.Munmap(e.gateMem); err != nil {
+			errs = append(errs, fmt.Errorf("unmap the idletime gates: %w", err))
+		}
+		e.gateMem = nil
+	}
 	if e.objs != nil {
 		if err := e.objs.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close bpf objects: %w", err))
@@ -222,7 +253,7 @@ func (p Plan) validate() error {
 		return fmt.Errorf("%w: interface %s: no classes", ErrBadPlan, p.Iface)
 	}
 	for _, c := range p.Classes {
-		if c.ClassID>>16 != Major || c.Rate == 0 || c.Ceil < c.Rate || c.LeafHandle == 0 {
+		if c.ClassID>>16 != Major || c.Rate == 0 || c.Ceil < c.Rate || c.LeafHandle == 0 || (c.Leaf == LeafTbf && (c.Limit == 0 || !c.Idle)) {
 			return fmt.Errorf("%w: interface %s: bad class %+v", ErrBadPlan, p.Iface, c)
 		}
 	}
@@ -304,6 +335,11 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 		if err := e.replaceFilter(dev, netlink.HANDLE_MIN_EGRESS, e.objs.LanesEgress, "lanes_egress"); err != nil {
 			return err
 		}
+	} else if err := e.dropBPFFilter(dev, netlink.HANDLE_MIN_EGRESS); err != nil {
+		return err
+	}
+	if err := e.syncPortFilters(dev, p, Egress, e.ports.egress); err != nil {
+		return err
 	}
 	if !p.Ingress {
 		if st.ifb != "" {
@@ -311,7 +347,7 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 				return err
 			}
 		}
-		return nil
+		return e.syncIdle(dev, st, p)
 	}
 	name := fmt.Sprintf("%s%d", ifbPrefix, dev.Attrs().Index)
 	ifb, err := e.h.LinkByName(name)
@@ -332,15 +368,25 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 	if err := e.buildTree(ifb, p, maxGRO(dev)+MTU); err != nil {
 		return fmt.Errorf("ifb %s: %w", name, err)
 	}
+	if err := e.syncPortFilters(ifb, p, Ingress, e.ports.ingress); err != nil {
+		return fmt.Errorf("ifb %s: %w", name, err)
+	}
 	added, err := e.ensureClsact(dev)
 	st.addedClsact = st.addedClsact || added
 	if err != nil {
 		return err
 	}
-	if err := e.replaceFilter(dev, netlink.HANDLE_MIN_INGRESS, e.objs.LanesIngress, "lanes_ingress"); err != nil {
+	if e.ports.ingress {
+		if err := e.dropBPFFilter(dev, netlink.HANDLE_MIN_INGRESS); err != nil {
+			return err
+		}
+	} else if err := e.replaceFilter(dev, netlink.HANDLE_MIN_INGRESS, e.objs.LanesIngress, "lanes_ingress"); err != nil {
 		return err
 	}
-	return e.ensureRedirect(dev, ifb)
+	if err := e.ensureRedirect(dev, ifb); err != nil {
+		return err
+	}
+	return e.syncIdle(dev, st, p)
 }
 
 // ensureRedirect makes the filter after lanes_ingress a u32 match-all
@@ -428,7 +474,7 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32) error {
 		if err := e.h.ClassReplace(hc); err != nil {
 			return fmt.Errorf("replace class of lane %s on %s: %w", c.Lane, name, hint(err))
 		}
-		if c.Leaf == LeafBfifo {
+		if c.Leaf == LeafBfifo || c.Leaf == LeafTbf {
 			c.Limit = max(c.Limit, minFifo)
 		}
 		if err := e.replaceLeaf(dev, c); err != nil {
@@ -466,6 +512,10 @@ func (e *Enforcer) replaceLeaf(dev netlink.Link, c Class) error {
 	case LeafBfifo:
 		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: bfifo limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
 		err = e.replaceBfifo(attrs, c.Limit)
+	case LeafTbf:
+		rate, burst := releasedTbf(c)
+		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: tbf rate %dbit burst %d limit %d (idletime lane, released)", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, rate*8, burst, c.Limit)
+		err = e.replaceQdiscRaw(attrs, "tbf", tbfOptions(rate, burst, c.Limit))
 	default:
 		return fmt.Errorf("%w: lane %s: unknown leaf qdisc %q", ErrBadPlan, c.Lane, c.Leaf)
 	}
@@ -479,8 +529,11 @@ func (e *Enforcer) replaceLeaf(dev netlink.Link, c Class) error {
 }
 
 func kconfig(k LeafKind) string {
-	if k == LeafFqCodel {
+	switch k {
+	case LeafFqCodel:
 		return "FQ_CODEL"
+	case LeafTbf:
+		return "TBF"
 	}
 	return "FIFO"
 }
@@ -584,6 +637,14 @@ func (e *Enforcer) Remove(iface string) error {
 func (e *Enforcer) teardown(dev netlink.Link, st *ifaceState) error {
 	var errs []error
 	name := dev.Attrs().Name
+	if err := e.closeGates(st); err != nil {
+		errs = append(errs, err)
+	}
+	if e.objs != nil {
+		if err := e.objs.FollowOfDev.Delete(uint32(dev.Attrs().Index)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("idletime: follow off on %s: %w", name, err))
+		}
+	}
 	if err := e.removeIngress(dev, st); err != nil {
 		errs = append(errs, err)
 	}
@@ -711,3 +772,8 @@ func (e *Enforcer) Applied() map[string]Plan {
 	}
 	return out
 }
+
+// IdletimeErr says why idletime gates are unavailable on this enforcer
+// (BPF classification off or missing, no TBF, no ring buffer); nil if
+// they are available.
+func (e *Enforcer) IdletimeErr() error { return e.idleErr }

@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/internal/features"
 )
 
@@ -55,3 +57,20 @@ func Cleanup(logf func(string, ...any), opts ...Option) error { return errUnsupp
 
 // DefaultRouteInterface is unsupported.
 func DefaultRouteInterface() (string, error) { return "", errUnsupported }
+
+// IdleGates is unsupported.
+func (e *Enforcer) IdleGates(iface string) ([]idletime.Gate, error) { return nil, errUnsupported }
+
+// AllIdleGates returns no gates.
+func (e *Enforcer) AllIdleGates() []idletime.Gate { return nil }
+
+// IdleEvents is unsupported.
+func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-chan idletime.Event, error) {
+	return nil, errUnsupported
+}
+
+// ForegroundSRTT returns 0.
+func (e *Enforcer) ForegroundSRTT(iface string) time.Duration { return 0 }
+
+// IdletimeErr is always errUnsupported off Linux.
+func (e *Enforcer) IdletimeErr() error { return errUnsupported }

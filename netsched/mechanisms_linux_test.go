@@ -22,6 +22,7 @@ func TestMechanismsMatchProbes(t *testing.T) {
 		wantLeaf = LeafFqCodel
 	}
 	ingressOK := netprobe.HaveIFB() == nil
+	idleOK := netprobe.HaveQdisc("tbf") == nil
 	ms := map[string]features.Mechanism{}
 	for _, m := range e.Mechanisms() {
 		ms[m.Resource] = m
@@ -36,6 +37,7 @@ func TestMechanismsMatchProbes(t *testing.T) {
 		{"classification works (BPF loaded here)", ms["net classification"].OK},
 		{"ingress matches the ifb probe", ms["net ingress"].OK == ingressOK},
 		{"background transport reported", ms["net background transport"].Backend != ""},
+		{"idletime matches the tbf probe", ms["net idletime"].OK == idleOK && (!idleOK || ms["net idletime"].Backend == "tbf hold + daemon (BPF wake-up)")},
 	}
 	for _, tt := range tests {
 		if !tt.ok {

@@ -16,8 +16,14 @@ import (
 // scheduled in that lane (HTB takes skb->priority as a leaf class id).
 const Major = 0x4c4e
 
-// leafMajorBase + minor is the major handle of a lane's leaf qdisc.
-const leafMajorBase = 0x4d00
+// leafMajorBase + minor is the major handle of a lane's leaf qdisc;
+// tbfMajorBase + minor that of an idletime lane's TBF leaf (a different
+// handle, so that turning idletime on or off replaces the leaf: the kernel
+// cannot change a qdisc's kind in place).
+const (
+	leafMajorBase = 0x4d00
+	tbfMajorBase  = 0x4e00
+)
 
 // Class minors: the root class, the built-in lanes, then user lanes in
 // config order.
@@ -54,6 +60,11 @@ const (
 	// LeafBfifo is a byte FIFO holding the lane's target delay at its
 	// ceiling rate (fallback where fq_codel is missing).
 	LeafBfifo LeafKind = "bfifo"
+	// LeafTbf is an idletime background lane's leaf: a TBF whose child is
+	// a byte FIFO of Limit bytes. Released, the TBF's rate is far above
+	// the link's and it never limits; the idletime gates hold the lane by
+	// changing its rate to 8 bit/s (see Enforcer.IdleGates).
+	LeafTbf LeafKind = "tbf"
 )
 
 // ClassID returns the tc handle major:minor as one number.
@@ -69,10 +80,21 @@ type Class struct {
 	Leaf    LeafKind `json:"leaf"`
 	// LeafHandle is the leaf qdisc's handle (major:0).
 	LeafHandle uint32 `json:"leaf_handle"`
-	// Limit is the leaf queue limit: bytes for bfifo, packets for fq_codel
-	// (0: the kernel default).
+	// Limit is the leaf queue limit: bytes for bfifo and tbf, packets for
+	// fq_codel (0: the kernel default).
 	Limit  uint32        `json:"limit"`
 	Target time.Duration `json:"target_ns"`
+	// Idle: an idletime background lane. Its leaf is a TBF that the
+	// interface's idletime gates hold during preemption intervals, and its
+	// packets are background to the gates; every other packet (other
+	// lanes, unclassified) is foreground.
+	Idle bool `json:"idle,omitempty"`
+	// Mark: the lane's upload packets carry DSCP LE (RFC 8622), so that
+	// the receiver (and the network) can treat them as background.
+	Mark bool `json:"mark,omitempty"`
+	// Ports are the lane's port rules (net.ports), installed as u32
+	// filters only where packets cannot be classified by BPF.
+	Ports []lane.PortRule `json:"ports,omitempty"`
 }
 
 // Plan is the desired tree of one interface. The same tree is built on the
@@ -83,6 +105,79 @@ type Plan struct {
 	Ingress bool    `json:"ingress"`
 	Default uint32  `json:"default"` // class id of unclassified packets (the default lane)
 	Classes []Class `json:"classes"`
+	// Follow is the class a local socket without a lanes label is put in
+	// once it receives a packet marked DSCP LE or CS1 (0: off; needs
+	// Ingress). Its downloads, and its replies and ACKs, are then
+	// scheduled in that class.
+	Follow uint32 `json:"follow,omitempty"`
+}
+
+// Idletime says which lanes of a plan are idletime background and how
+// background travels between hosts.
+type Idletime struct {
+	// Lanes are the idletime background lanes (config: the lanes with
+	// net.idletime = true).
+	Lanes []string
+	// Mark: these lanes' upload packets carry DSCP LE.
+	Mark bool
+	// Follow: local sockets receiving DSCP LE or CS1 packets follow into
+	// the first of Lanes (in plan order). Needs the plan's Ingress.
+	Follow bool
+}
+
+// Idle reports whether the plan has idletime background lanes.
+func (p Plan) Idle() bool {
+	for _, c := range p.Classes {
+		if c.Idle {
+			return true
+		}
+	}
+	return false
+}
+
+// WithIdletime returns p with the idletime lanes of o: their leaves become
+// TBFs over a byte FIFO (holding their target delay at their ceiling, as a
+// bfifo leaf would) that the gates can hold, and Mark and Follow are set.
+// With no lanes it returns p unchanged. p itself is not modified.
+func (p Plan) WithIdletime(o Idletime) (Plan, error) {
+	if len(o.Lanes) == 0 {
+		return p, nil
+	}
+	if o.Follow && !p.Ingress {
+		return Plan{}, fmt.Errorf("%w: interface %s: idletime follow needs ingress shaping (net.ingress)", ErrBadPlan, p.Iface)
+	}
+	p.Classes = slices.Clone(p.Classes)
+	for _, name := range o.Lanes {
+		i := slices.IndexFunc(p.Classes, func(c Class) bool { return c.Lane == name })
+		if i < 0 {
+			return Plan{}, fmt.Errorf("%w: interface %s: idletime lane %q has no class", ErrBadPlan, p.Iface, name)
+		}
+		c := &p.Classes[i]
+		if c.ClassID == p.Default {
+			return Plan{}, fmt.Errorf("%w: interface %s: idletime lane %q is the default lane: unclassified traffic must stay foreground", ErrBadPlan, p.Iface, name)
+		}
+		if c.Leaf != LeafBfifo && c.Leaf != LeafTbf {
+			// fq_codel's limit is in packets: size the FIFO like a
+			// bfifo leaf would be.
+			c.Limit = 0
+		}
+		if c.Limit == 0 {
+			c.Limit = uint32(max(2*MTU, c.Ceil/8*uint64(c.Target)/uint64(time.Second)))
+		}
+		c.Leaf = LeafTbf
+		c.LeafHandle = ClassID(tbfMajorBase+uint16(c.ClassID&0xffff), 0)
+		c.Idle = true
+		c.Mark = o.Mark
+	}
+	if o.Follow {
+		for _, c := range p.Classes {
+			if c.Idle {
+				p.Follow = c.ClassID
+				break
+			}
+		}
+	}
+	return p, nil
 }
 
 // Class returns the class of the named lane.
@@ -162,6 +257,7 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 			Leaf:       leaf,
 			LeafHandle: ClassID(leafMajorBase+minor, 0),
 			Target:     n.Target,
+			Ports:      slices.Clone(n.Ports),
 		}
 		if n.Ceil != 0 {
 			c.Ceil = min(n.Ceil, link)
@@ -207,6 +303,9 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 	}
 	if p.Default == 0 {
 		return Plan{}, fmt.Errorf("%w: default lane %q has no class", ErrBadPlan, cfg.Default)
+	}
+	if err := checkPorts(p); err != nil {
+		return Plan{}, err
 	}
 	return p, nil
 }

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/lanes-qos/lanes/lane"
@@ -129,5 +131,65 @@ func TestBuildPlanBadInput(t *testing.T) {
 	}
 	if _, err := lane.Parse("bad.toml", []byte("[net]\nrate = \"fast\"\n")); err == nil {
 		t.Error("an unparsable rate was accepted by the config parser")
+	}
+}
+
+// TestWithIdletime: idletime lanes get a TBF leaf with a byte limit and
+// their own handle; Mark and Follow are set; bad requests fail.
+func TestWithIdletime(t *testing.T) {
+	const cfg = "[net]\nrate = \"100mbit\"\ningress = true\n[lanes.bulk]\nnet = { priority = 6, borrow = true }\n"
+	bg := ClassID(Major, backgroundMinor)
+	tests := []struct {
+		name       string
+		leaf       LeafKind
+		o          Idletime
+		wantErr    bool
+		wantIdle   []string
+		wantFollow uint32
+	}{
+		{"off", LeafBfifo, Idletime{}, false, nil, 0},
+		{"background, bfifo plan", LeafBfifo, Idletime{Lanes: []string{lane.Background}}, false, []string{lane.Background}, 0},
+		{"two lanes, fq_codel plan, mark and follow", LeafFqCodel, Idletime{Lanes: []string{"bulk", lane.Background}, Mark: true, Follow: true}, false, []string{lane.Background, "bulk"}, bg},
+		{"unknown lane", LeafBfifo, Idletime{Lanes: []string{"nope"}}, true, nil, 0},
+		{"the default lane", LeafBfifo, Idletime{Lanes: []string{lane.Normal}}, true, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := BuildPlan(mustParse(t, cfg), "eth0", tt.leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig := slices.Clone(p.Classes)
+			q, err := p.WithIdletime(tt.o)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("WithIdletime: %v, want error %v", err, tt.wantErr)
+			}
+			if !reflect.DeepEqual(p.Classes, orig) {
+				t.Error("WithIdletime modified its receiver's classes")
+			}
+			if err != nil {
+				return
+			}
+			var idle []string
+			for _, c := range q.Classes {
+				if !c.Idle {
+					if c.Leaf != tt.leaf || c.Mark {
+						t.Errorf("lane %s changed: %+v", c.Lane, c)
+					}
+					continue
+				}
+				idle = append(idle, c.Lane)
+				if c.Leaf != LeafTbf || c.Limit < 2*MTU || c.LeafHandle>>16 != uint32(tbfMajorBase)+c.ClassID&0xffff || c.Mark != tt.o.Mark {
+					t.Errorf("idletime lane %s: %+v", c.Lane, c)
+				}
+			}
+			if !slices.Equal(idle, tt.wantIdle) || q.Follow != tt.wantFollow || q.Idle() != (len(tt.wantIdle) > 0) {
+				t.Errorf("idle lanes %v follow %x, want %v follow %x", idle, q.Follow, tt.wantIdle, tt.wantFollow)
+			}
+		})
+	}
+	p, _ := BuildPlan(mustParse(t, "[net]\nrate = \"100mbit\"\n"), "eth0", LeafBfifo)
+	if _, err := p.WithIdletime(Idletime{Lanes: []string{lane.Background}, Follow: true}); !errors.Is(err, ErrBadPlan) {
+		t.Errorf("follow without ingress: %v, want ErrBadPlan", err)
 	}
 }

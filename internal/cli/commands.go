@@ -186,11 +186,43 @@ func newStatusCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintln(Stdout)
 			printLanes(st.Lanes)
+			if len(st.Idletime) > 0 {
+				fmt.Fprintln(Stdout)
+				printIdletime(st.Idletime)
+			}
 			return nil
 		},
 	}
 	addJSON(cmd, g)
 	return cmd
+}
+
+// printIdletime prints the preemption-interval state of each resource.
+func printIdletime(gates []api.IdleGate) {
+	w := table()
+	fmt.Fprintln(w, "IDLETIME	STATE	PI	MODE	PREEMPT	FG@IDLE	FG@PI	EXPIRED	HELD	REACTION p50/p99	ERRORS")
+	for _, g := range gates {
+		pi := g.PI.String()
+		if g.PI >= 1<<63-1 {
+			pi = "inf"
+		}
+		held := g.Time["in_pi"] + g.Time["foreground"]
+		var total time.Duration
+		for _, d := range g.Time {
+			total += d
+		}
+		heldPct := "-"
+		if total > 0 {
+			heldPct = fmt.Sprintf("%.0f%%", 100*float64(held)/float64(total))
+		}
+		react := "-"
+		if g.Reaction.N > 0 {
+			react = fmt.Sprintf("%s/%s", g.Reaction.P50.Round(time.Microsecond), g.Reaction.P99.Round(time.Microsecond))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n", g.Name, g.State, pi, g.Mode,
+			g.Preemptions, g.ForegroundIdle, g.ForegroundInPI, g.Expiries, heldPct, react, g.Errors)
+	}
+	w.Flush()
 }
 
 func newDoctorCmd(g *globals) *cobra.Command {

@@ -1,0 +1,194 @@
+package idletime
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Mode is how a Policy chooses the PI length.
+type Mode int
+
+// The modes.
+const (
+	// Fixed uses Policy.PI; 0 is a plain priority queue, Infinite never
+	// lets background run after foreground.
+	Fixed Mode = iota
+	// Auto uses K times the smoothed RTT of the foreground flows (the
+	// paper, Section 4: the PI must exceed the RTT estimate, with a small
+	// gain up to twice the RTT), clamped to [Min, Max]; Max before the
+	// first RTT sample.
+	Auto
+	// Adaptive adjusts each gate's PI from its own counters (the paper's
+	// proposal, Section 5): see Policy.Adapt.
+	Adaptive
+)
+
+// String returns "fixed", "auto" or "adaptive".
+func (m Mode) String() string {
+	switch m {
+	case Fixed:
+		return "fixed"
+	case Auto:
+		return "auto"
+	case Adaptive:
+		return "adaptive"
+	}
+	return fmt.Sprintf("mode(%d)", int(m))
+}
+
+// The adaptive mode's constants: TCP-like windowing with a preemption
+// (foreground arriving in state B, counter B[f]) acting like a loss.
+const (
+	// AdaptiveIncrease multiplies the PI on each preemption (B[f]),
+	// up to Max.
+	AdaptiveIncrease = 2
+	// AdaptiveDecreaseDivisor sets the additive decrease: each foreground
+	// arrival without a preemption (I[f] or P[f]) shortens the PI by
+	// (Max−Min)/AdaptiveDecreaseDivisor, down to Min. So about 100 quiet
+	// arrivals take the PI across its whole range, and a PI p holds steady
+	// when about one arrival in 100·p/(Max−Min) is a preemption.
+	AdaptiveDecreaseDivisor = 100
+)
+
+// Policy is how the PI length is chosen. The zero Policy is Fixed with a
+// PI of 0: a plain priority queue.
+type Policy struct {
+	Mode Mode
+	// PI is the PI length in mode Fixed: ≥ 0, Infinite allowed.
+	PI time.Duration
+	// K multiplies the smoothed RTT in mode Auto: > 0.
+	K float64
+	// Min and Max bound the PI in modes Auto and Adaptive:
+	// 0 < Min ≤ Max. Adaptive starts at Max.
+	Min, Max time.Duration
+}
+
+// Validate reports whether the policy is usable, naming the bad field.
+func (p Policy) Validate() error {
+	switch p.Mode {
+	case Fixed:
+		if p.PI < 0 {
+			return fmt.Errorf("idletime: fixed policy: PI %v is negative", p.PI)
+		}
+		return nil
+	case Auto:
+		if !(p.K > 0) || math.IsInf(p.K, 1) {
+			return fmt.Errorf("idletime: auto policy: K %v must be a finite number > 0", p.K)
+		}
+	case Adaptive:
+	default:
+		return fmt.Errorf("idletime: policy mode %d unknown", int(p.Mode))
+	}
+	if p.Min <= 0 {
+		return fmt.Errorf("idletime: %v policy: Min %v must be > 0", p.Mode, p.Min)
+	}
+	if p.Max < p.Min {
+		return fmt.Errorf("idletime: %v policy: Max %v is below Min %v", p.Mode, p.Max, p.Min)
+	}
+	return nil
+}
+
+// String describes the policy for messages, e.g. "fixed 20ms",
+// "auto 2×srtt in [1ms, 100ms]", "adaptive in [1ms, 200ms]".
+func (p Policy) String() string {
+	switch p.Mode {
+	case Fixed:
+		return "fixed " + FormatPI(p.PI)
+	case Auto:
+		return fmt.Sprintf("auto %g×srtt in [%v, %v]", p.K, p.Min, p.Max)
+	}
+	return fmt.Sprintf("%v in [%v, %v]", p.Mode, p.Min, p.Max)
+}
+
+// Initial is the PI a gate starts with: PI when Fixed, Max otherwise (no
+// RTT sample or counters yet, and foreground protection comes first).
+func (p Policy) Initial() time.Duration {
+	if p.Mode == Fixed {
+		return max(p.PI, 0)
+	}
+	return p.Max
+}
+
+// FromSRTT is the Auto mode's PI for a smoothed RTT: K·srtt clamped to
+// [Min, Max]; Max when srtt ≤ 0 (no sample). For other modes it returns
+// Initial.
+func (p Policy) FromSRTT(srtt time.Duration) time.Duration {
+	if p.Mode != Auto {
+		return p.Initial()
+	}
+	if srtt <= 0 {
+		return p.Max
+	}
+	pi := p.K * float64(srtt)
+	switch {
+	case pi >= float64(p.Max):
+		return p.Max
+	case pi <= float64(p.Min):
+		return p.Min
+	}
+	return time.Duration(pi)
+}
+
+// Adapt is the Adaptive mode's PI after a foreground arrival in state s,
+// given the current PI: a preemption (s == Background) multiplies it by
+// AdaptiveIncrease, an arrival at an idle resource or during a PI (Idle,
+// InPI) shortens it by (Max−Min)/AdaptiveDecreaseDivisor; the result stays
+// within [Min, Max]. Arrivals in Foreground leave it. For other modes it
+// returns pi unchanged.
+func (p Policy) Adapt(pi time.Duration, s State) time.Duration {
+	if p.Mode != Adaptive {
+		return pi
+	}
+	switch s {
+	case Background:
+		if pi > p.Max/AdaptiveIncrease {
+			pi = p.Max
+		} else {
+			pi *= AdaptiveIncrease
+		}
+	case Idle, InPI:
+		pi -= max((p.Max-p.Min)/AdaptiveDecreaseDivisor, 1)
+	}
+	return min(max(pi, p.Min), p.Max)
+}
+
+// ParsePI reads a PI setting from configuration text: a Go duration
+// ("20ms", "1.5s", "0"), "inf" or "infinite" (Fixed, Infinite), "off"
+// (Fixed, 0: a plain priority queue), "auto" or "adaptive" (the duration is
+// then 0: Min, Max and K come from elsewhere). Case and surrounding space
+// are ignored.
+func ParsePI(s string) (Mode, time.Duration, error) {
+	switch t := strings.ToLower(strings.TrimSpace(s)); t {
+	case "inf", "infinite":
+		return Fixed, Infinite, nil
+	case "off":
+		return Fixed, 0, nil
+	case "auto":
+		return Auto, 0, nil
+	case "adaptive":
+		return Adaptive, 0, nil
+	case "":
+		return Fixed, 0, errors.New(`idletime: empty PI; want a duration such as "20ms", "inf", "auto", "adaptive" or "off"`)
+	default:
+		d, err := time.ParseDuration(t)
+		if err != nil {
+			return Fixed, 0, fmt.Errorf(`idletime: PI %q: want a duration such as "20ms", "inf", "auto", "adaptive" or "off": %w`, s, err)
+		}
+		if d < 0 {
+			return Fixed, 0, fmt.Errorf("idletime: PI %q is negative", s)
+		}
+		return Fixed, d, nil
+	}
+}
+
+// FormatPI writes a fixed PI the way ParsePI reads it: "inf" for
+// Infinite, a Go duration otherwise.
+func FormatPI(d time.Duration) string {
+	if d == Infinite {
+		return "inf"
+	}
+	return d.String()
+}

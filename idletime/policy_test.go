@@ -1,0 +1,141 @@
+package idletime
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+func TestPolicyValidate(t *testing.T) {
+	tests := []struct {
+		p    Policy
+		want string // substring of the error; "" for valid
+	}{
+		{Policy{}, ""},
+		{Policy{PI: 20 * ms}, ""},
+		{Policy{PI: Infinite}, ""},
+		{Policy{PI: -1}, "PI -1ns is negative"},
+		{Policy{Mode: Auto, K: 2, Min: ms, Max: 100 * ms}, ""},
+		{Policy{Mode: Auto, K: 2, Min: ms, Max: ms}, ""},
+		{Policy{Mode: Auto, K: 0, Min: ms, Max: 100 * ms}, "K 0 must be"},
+		{Policy{Mode: Auto, K: -1, Min: ms, Max: 100 * ms}, "K -1 must be"},
+		{Policy{Mode: Auto, K: math.NaN(), Min: ms, Max: 100 * ms}, "K NaN must be"},
+		{Policy{Mode: Auto, K: math.Inf(1), Min: ms, Max: 100 * ms}, "K +Inf must be"},
+		{Policy{Mode: Auto, K: 2, Min: 0, Max: 100 * ms}, "auto policy: Min 0s must be > 0"},
+		{Policy{Mode: Auto, K: 2, Min: 10 * ms, Max: ms}, "Max 1ms is below Min 10ms"},
+		{Policy{Mode: Adaptive, Min: ms, Max: 200 * ms}, ""},
+		{Policy{Mode: Adaptive, Min: -ms, Max: 200 * ms}, "adaptive policy: Min -1ms must be > 0"},
+		{Policy{Mode: Adaptive, Min: ms}, "Max 0s is below Min 1ms"},
+		{Policy{Mode: 7}, "mode 7 unknown"},
+	}
+	for _, tt := range tests {
+		err := tt.p.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%v: Validate() = %v, want nil", tt.p, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%v: Validate() = %v, want an error with %q", tt.p, err, tt.want)
+		}
+	}
+}
+
+func TestPolicyFromSRTT(t *testing.T) {
+	p := Policy{Mode: Auto, K: 2, Min: ms, Max: 100 * ms}
+	tests := []struct{ srtt, want time.Duration }{
+		{0, 100 * ms}, // no sample yet: Max
+		{-1, 100 * ms},
+		{10 * ms, 20 * ms},
+		{100 * time.Microsecond, ms}, // clamped to Min
+		{time.Second, 100 * ms},      // clamped to Max
+		{Infinite, 100 * ms},
+	}
+	for _, tt := range tests {
+		if got := p.FromSRTT(tt.srtt); got != tt.want {
+			t.Errorf("FromSRTT(%v) = %v, want %v", tt.srtt, got, tt.want)
+		}
+	}
+	if got := (Policy{PI: 7 * ms}).FromSRTT(time.Second); got != 7*ms {
+		t.Errorf("fixed FromSRTT = %v, want the fixed 7ms", got)
+	}
+}
+
+func TestPolicyAdapt(t *testing.T) {
+	p := Policy{Mode: Adaptive, Min: ms, Max: 201 * ms} // step 2ms
+	tests := []struct {
+		pi   time.Duration
+		s    State
+		want time.Duration
+	}{
+		{10 * ms, Background, 20 * ms},
+		{150 * ms, Background, 201 * ms},
+		{201 * ms, Background, 201 * ms},
+		{10 * ms, Idle, 8 * ms},
+		{10 * ms, InPI, 8 * ms},
+		{2 * ms, InPI, ms},
+		{ms, Idle, ms},
+		{10 * ms, Foreground, 10 * ms},
+	}
+	for _, tt := range tests {
+		if got := p.Adapt(tt.pi, tt.s); got != tt.want {
+			t.Errorf("Adapt(%v, %v) = %v, want %v", tt.pi, tt.s, got, tt.want)
+		}
+	}
+	if got := p.Initial(); got != p.Max {
+		t.Errorf("Initial() = %v, want Max", got)
+	}
+	// Windowing: one preemption is undone by about 100·pi/(Max−Min) quiet
+	// arrivals.
+	pi := p.Adapt(50*ms, Background)
+	n := 0
+	for ; pi > 50*ms; n++ {
+		pi = p.Adapt(pi, Idle)
+	}
+	if n != 25 {
+		t.Errorf("%d quiet arrivals undid a preemption at 50ms, want 25", n)
+	}
+	if got := (Policy{PI: 3 * ms}).Adapt(3*ms, Background); got != 3*ms {
+		t.Errorf("fixed Adapt = %v, want unchanged", got)
+	}
+}
+
+func TestParsePI(t *testing.T) {
+	tests := []struct {
+		in   string
+		mode Mode
+		pi   time.Duration
+		err  string
+	}{
+		{"20ms", Fixed, 20 * ms, ""},
+		{" 1.5s ", Fixed, 1500 * ms, ""},
+		{"0", Fixed, 0, ""},
+		{"off", Fixed, 0, ""},
+		{"inf", Fixed, Infinite, ""},
+		{"Infinite", Fixed, Infinite, ""},
+		{"auto", Auto, 0, ""},
+		{"ADAPTIVE", Adaptive, 0, ""},
+		{"", Fixed, 0, "empty PI"},
+		{"20", Fixed, 0, `PI "20"`},
+		{"fast", Fixed, 0, `PI "fast"`},
+		{"-5ms", Fixed, 0, `PI "-5ms" is negative`},
+	}
+	for _, tt := range tests {
+		mode, pi, err := ParsePI(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParsePI(%q) error %v, want one with %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || mode != tt.mode || pi != tt.pi {
+			t.Errorf("ParsePI(%q) = %v, %v, %v; want %v, %v", tt.in, mode, pi, err, tt.mode, tt.pi)
+		}
+		if mode == Fixed {
+			if m2, pi2, err := ParsePI(FormatPI(pi)); err != nil || m2 != Fixed || pi2 != pi {
+				t.Errorf("ParsePI(FormatPI(%v)) = %v, %v, %v", pi, m2, pi2, err)
+			}
+		}
+	}
+}

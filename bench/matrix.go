@@ -145,12 +145,12 @@ func (r *Results) matrixMarkdown(w io.Writer, svgName string) {
 	}
 	fmt.Fprintln(w, "\nEvery cell:")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| variant | intensity | arm | fg kept | bg share of leftover | fg Mbit/s | bg Mbit/s | fg p99 ms (× alone) | interactive p99 ms (× idle) | lanes holds / preemptions / hold reaction p99 ms | emulator lateness p99 µs |")
+	fmt.Fprintln(w, "| variant | intensity | arm | fg kept | bg share of leftover | fg Mbit/s | bg Mbit/s | fg p99 ms (× alone) | interactive p99 ms (× idle) | lanes PI ms / holds / preemptions / hold reaction p99 ms | emulator lateness p99 µs |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, a := range r.Summary {
 		idle := "–"
 		if a.IdleHolds.N > 0 {
-			idle = fmt.Sprintf("%.0f / %.0f / %.2f", a.IdleHolds.Mean, a.IdlePreemptions.Mean, a.IdleReactionMs.Mean)
+			idle = fmt.Sprintf("%.1f / %.0f / %.0f / %.2f", a.IdlePIms.Mean, a.IdleHolds.Mean, a.IdlePreemptions.Mean, a.IdleReactionMs.Mean)
 		}
 		fmt.Fprintf(w, "| %s | %g %% | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) | %s | %s |\n", a.Variant, a.Intensity,
 			label(a.Arm, a.PI), fmtStat(a.FgKept, "%.3f"), fmtStat(a.BgShare, "%.2f"), fmtStat(a.FgMbps, "%.2f"),

@@ -75,7 +75,9 @@ type ArmSummary struct {
 	// the reference arm if there is one).
 	FgKept Stat `json:"fg_kept"`
 	// BgShare is background throughput over the capacity foreground left
-	// (capacity: the larger of fg alone and bg alone). What foreground
+	// (capacity: the most a workload got alone in the same repeat:
+	// background alone or foreground alone, in a matrix at any
+	// intensity). What foreground
 	// left is capacity − foreground in the mixed phase, or in a matrix
 	// capacity − foreground alone at the same intensity (seed 003's
 	// "remaining link capacity").
@@ -101,6 +103,9 @@ type ArmSummary struct {
 	IdleHolds       Stat `json:"idle_holds"`
 	IdlePreemptions Stat `json:"idle_preemptions"`
 	IdleReactionMs  Stat `json:"idle_reaction_p99_ms"`
+	// IdlePIms is the PI in force at the end of the phase (the largest
+	// over the gates): what "auto" and "adaptive" chose.
+	IdlePIms Stat `json:"idle_pi_ms"`
 }
 
 // Reference holds the plain-link measurements of a variant (at one
@@ -236,8 +241,20 @@ func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 						continue
 					}
 					ran = true
-					as.add(s, p, ref[key{v, p.Repeat, PhaseFgAlone, in}], ref[key{v, p.Repeat, PhaseBgAlone, 0}],
-						ref[key{v, p.Repeat, PhaseIdle, 0}])
+					// The link's capacity: the most any workload got alone in
+					// this repeat (background alone, or the foreground at any
+					// intensity).
+					capacity := 0.0
+					if ba := ref[key{v, p.Repeat, PhaseBgAlone, 0}]; ba != nil {
+						capacity, _ = sumRole(s, ba, Background)
+					}
+					for _, x := range s.Intensities() {
+						if fa := ref[key{v, p.Repeat, PhaseFgAlone, x}]; fa != nil {
+							f, _ := sumRole(s, fa, Foreground)
+							capacity = max(capacity, f)
+						}
+					}
+					as.add(s, p, ref[key{v, p.Repeat, PhaseFgAlone, in}], capacity, ref[key{v, p.Repeat, PhaseIdle, 0}])
 				}
 				if ran { // arms left out of this run (Options.Arms) get no row
 					sums = append(sums, as)
@@ -248,9 +265,10 @@ func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 	return refs, sums
 }
 
-// add accounts one mixed phase p against the references of its repeat
-// (any of them nil when not measured).
-func (as *ArmSummary) add(s *Scenario, p, fa, ba, idle *PhaseResult) {
+// add accounts one mixed phase p against the references of its repeat:
+// foreground alone fa and the idle link (nil when not measured), and the
+// link's capacity.
+func (as *ArmSummary) add(s *Scenario, p, fa *PhaseResult, capacity float64, idle *PhaseResult) {
 	as.Errors = append(as.Errors, p.Errors...)
 	as.LatenessUs.add(float64(max(p.Link.Up.Lateness.P99, p.Link.Down.Lateness.P99)) / 1e3)
 	fg, fgOK := sumRole(s, p, Foreground)
@@ -261,17 +279,14 @@ func (as *ArmSummary) add(s *Scenario, p, fa, ba, idle *PhaseResult) {
 	if bgOK {
 		as.BgMbps.add(bg / 1e6)
 	}
-	var fgAlone, bgAlone float64
+	var fgAlone float64
 	if fa != nil {
 		fgAlone, _ = sumRole(s, fa, Foreground)
-	}
-	if ba != nil {
-		bgAlone, _ = sumRole(s, ba, Background)
 	}
 	if fgOK && fgAlone > 0 {
 		as.FgKept.add(fg / fgAlone)
 	}
-	if capacity := max(fgAlone, bgAlone); bgOK && capacity > 0 {
+	if bgOK && capacity > 0 {
 		left := capacity
 		switch {
 		case s.Matrix != nil:
@@ -296,6 +311,7 @@ func (as *ArmSummary) add(s *Scenario, p, fa, ba, idle *PhaseResult) {
 		as.IdleHolds.add(g.holds)
 		as.IdlePreemptions.add(g.preemptions)
 		as.IdleReactionMs.add(g.reactionMs)
+		as.IdlePIms.add(g.piMs)
 	}
 	if a, b, ok := interactive(s, p); ok {
 		as.P50ms.add(a)
@@ -307,6 +323,31 @@ func (as *ArmSummary) add(s *Scenario, p, fa, ba, idle *PhaseResult) {
 			}
 		}
 	}
+}
+
+// Rewrite reads a results file, summarizes its phases again against its
+// scenario (the file it names, or scenario if not empty) and writes the
+// results anew into dir: a report of this version from the measurements
+// of an earlier run.
+func Rewrite(results, scenario, dir string) ([]string, error) {
+	data, err := os.ReadFile(results)
+	if err != nil {
+		return nil, fmt.Errorf("rewrite results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("rewrite results %s: %w", results, err)
+	}
+	if scenario == "" {
+		scenario = r.File
+	}
+	s, err := Load(scenario)
+	if err != nil {
+		return nil, err
+	}
+	r.Matrix, r.Paper = s.Matrix, s.Paper
+	r.Reference, r.Summary = Summarize(s, r.Phases)
+	return r.Write(dir)
 }
 
 // Write writes <dir>/<scenario>.json, .md and .svg.
@@ -446,7 +487,7 @@ func (r *Results) SVG(w io.Writer) {
 	fmt.Fprintln(w, "</svg>")
 }
 
-type idleSums struct{ holds, preemptions, reactionMs float64 }
+type idleSums struct{ holds, preemptions, reactionMs, piMs float64 }
 
 // idleCounters reads lanes' idletime gates from collected `lanes status
 // --json` outputs: {"idletime": [{"holds": …, "preemptions": …,
@@ -457,6 +498,7 @@ func idleCounters(collected []json.RawMessage) (idleSums, bool) {
 	for _, c := range collected {
 		var st struct {
 			Idletime []struct {
+				PI          float64 `json:"pi_ns"`
 				Holds       float64 `json:"holds"`
 				Preemptions float64 `json:"preemptions"`
 				Reaction    struct {
@@ -472,6 +514,7 @@ func idleCounters(collected []json.RawMessage) (idleSums, bool) {
 			sum.holds += g.Holds
 			sum.preemptions += g.Preemptions
 			sum.reactionMs = math.Max(sum.reactionMs, g.Reaction.P99/1e6)
+			sum.piMs = math.Max(sum.piMs, g.PI/1e6)
 		}
 	}
 	return sum, found

@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +232,39 @@ func TestIdleCounters(t *testing.T) {
 				t.Errorf("got %+v %v, want %+v %v", got, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// Rewrite reports an earlier run's phases again against its scenario.
+func TestRewrite(t *testing.T) {
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "m.toml")
+	if err := os.WriteFile(scenario, []byte("name = \"m\"\npaper = [\"a figure\"]\n[matrix]\nintensity = [50]\n[[workload]]\nname = \"fg\"\nrole = \"foreground\"\nkind = \"pulse\"\n[[arm]]\nname = \"none\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := Results{Scenario: "m", File: scenario, Phases: []PhaseResult{
+		{Variant: "base", Repeat: 1, Phase: PhaseFgAlone, Intensity: 50, Workloads: map[string]workload.Result{"fg": {Throughput: 10e6}}},
+		{Variant: "base", Repeat: 1, Phase: PhaseMixed, Arm: "none", Intensity: 50, Workloads: map[string]workload.Result{"fg": {Throughput: 5e6}}},
+	}}
+	data, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if _, err := Rewrite(in, "", out); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "m.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| none | 50 % |", "- a figure"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("rewritten markdown lacks %q:\n%s", want, md)
+		}
 	}
 }

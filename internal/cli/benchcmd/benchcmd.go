@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 func New() *cobra.Command {
 	var opts bench.Options
 	var sweep, verbose bool
+	var rewrite string
 	cmd := &cobra.Command{
 		Use:   "bench [flags] SCENARIO.toml",
 		Short: "Run a network benchmark scenario with its arms side by side (root)",
@@ -29,7 +31,8 @@ reference phases (idle link, foreground alone, background alone) and every arm
 background's share of the leftover capacity, interactive latency against the
 idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
 
---sweep removes namespaces and devices a crashed run left.`,
+--sweep removes namespaces and devices a crashed run left. --rewrite FILE.json
+reports the measurements of an earlier run again (e.g. with a newer report).`,
 		Example: `  sudo lanes bench bench/scenarios/s1.toml
   sudo lanes bench --repeats 1 --duration 8s --out /tmp/s1 bench/scenarios/s1.toml
   sudo lanes bench --sweep`,
@@ -37,6 +40,21 @@ idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
 			logf := func(string, ...any) {}
 			if verbose {
 				logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }
+			}
+			if rewrite != "" {
+				if len(args) > 1 {
+					return fmt.Errorf("bench --rewrite takes at most the scenario")
+				}
+				scenario := ""
+				if len(args) == 1 {
+					scenario = args[0]
+				}
+				files, err := bench.Rewrite(rewrite, scenario, opts.OutDir)
+				if err != nil {
+					return fmt.Errorf("bench: %w", err)
+				}
+				fmt.Fprintf(os.Stderr, "bench: wrote %s\n", strings.Join(files, ", "))
+				return nil
 			}
 			if sweep {
 				if len(args) > 0 {
@@ -77,6 +95,7 @@ idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
 	f.DurationVar(&opts.Duration, "duration", 0, "length of each measured phase (default: the scenario's)")
 	f.StringVar(&opts.LanesBin, "lanes", "", "lanes binary for the lanes arm ($LANES; default this binary)")
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
+	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
 	cmd.AddCommand(genCommand())
 	return cmd

@@ -58,6 +58,9 @@ func Run(ctx context.Context, opts Options) error {
 		s.Duration = opts.Duration
 		s.Idle = min(s.Idle, opts.Duration)
 	}
+	if err := s.restrict(opts.Intensities, opts.PIs); err != nil {
+		return fmt.Errorf("bench %s: %w", s.Name, err)
+	}
 	r := &runner{s: s, opts: opts, logf: opts.Logf, progress: opts.Progress}
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}

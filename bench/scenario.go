@@ -418,6 +418,37 @@ func (s *Scenario) matrix(f *fileScenario) error {
 	return nil
 }
 
+// restrict replaces the matrix's intensities and PIs with those given
+// (none: keep the file's).
+func (s *Scenario) restrict(intensities []float64, pis []string) error {
+	if len(intensities) == 0 && len(pis) == 0 {
+		return nil
+	}
+	if s.Matrix == nil {
+		return errors.New("--intensity and --pi need a scenario with a [matrix]")
+	}
+	for _, x := range intensities {
+		if x <= 0 || x > 100 {
+			return fmt.Errorf("intensity %v: want a percentage in (0, 100]", x)
+		}
+	}
+	for _, pi := range pis {
+		if !piRE.MatchString(pi) {
+			return fmt.Errorf("pi %q: want off, 0, a duration (20ms), inf, auto or adaptive", pi)
+		}
+	}
+	m := *s.Matrix
+	if len(intensities) > 0 {
+		m.Intensities = append([]float64(nil), intensities...)
+		sort.Float64s(m.Intensities)
+	}
+	if len(pis) > 0 {
+		m.PIs = pis
+	}
+	s.Matrix = &m
+	return nil
+}
+
 // Intensities are the matrix's intensities in percent, or a single 0
 // (the workloads' own) without a matrix.
 func (s *Scenario) Intensities() []float64 {

@@ -121,3 +121,38 @@ pi_sweep = true
 		t.Errorf("no matrix: intensities %s, want [0]", got)
 	}
 }
+
+func TestRestrict(t *testing.T) {
+	src := "name = \"t\"\n[matrix]\nintensity = [10, 50, 90]\npi = [\"0\", \"5ms\"]\n[[workload]]\nname = \"fg\"\nrole = \"foreground\"\nkind = \"pulse\"\n[[arm]]\nname = \"l\"\npi_sweep = true\n"
+	for _, tc := range []struct {
+		name        string
+		intensities []float64
+		pis         []string
+		want, err   string
+	}{
+		{"keep", nil, nil, "[10 50 90] [0 5ms]", ""},
+		{"both", []float64{90, 30}, []string{"auto"}, "[30 90] [auto]", ""},
+		{"bad intensity", []float64{0}, nil, "", "intensity 0"},
+		{"bad pi", nil, []string{"later"}, "", `pi "later"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse("t.toml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.restrict(tc.intensities, tc.pis)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(s.Matrix.Intensities, " ", s.Matrix.PIs); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -35,6 +35,7 @@ idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
 reports the measurements of an earlier run again (e.g. with a newer report).`,
 		Example: `  sudo lanes bench bench/scenarios/s1.toml
   sudo lanes bench --repeats 1 --duration 8s --out /tmp/s1 bench/scenarios/s1.toml
+  sudo lanes bench --repeats 3 --intensity 10,50,90 --pi 0,2ms,auto bench/scenarios/s3-idle-rr.toml
   sudo lanes bench --sweep`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			logf := func(string, ...any) {}
@@ -93,6 +94,8 @@ reports the measurements of an earlier run again (e.g. with a newer report).`,
 	f.IntVar(&opts.Repeats, "repeats", 0, "repeat each arm this many times (default: the scenario's)")
 	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms (repeatable; default all)")
 	f.DurationVar(&opts.Duration, "duration", 0, "length of each measured phase (default: the scenario's)")
+	f.Float64SliceVar(&opts.Intensities, "intensity", nil, "matrix scenarios: run only these foreground intensities, in percent (default: the scenario's)")
+	f.StringSliceVar(&opts.PIs, "pi", nil, "matrix scenarios: run the PI-sweeping arms at these PIs (default: the scenario's)")
 	f.StringVar(&opts.LanesBin, "lanes", "", "lanes binary for the lanes arm ($LANES; default this binary)")
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")

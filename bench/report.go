@@ -80,7 +80,8 @@ type ArmSummary struct {
 	// intensity). What foreground
 	// left is capacity − foreground in the mixed phase, or in a matrix
 	// capacity − foreground alone at the same intensity (seed 003's
-	// "remaining link capacity").
+	// "remaining link capacity"). Not computed when foreground left less
+	// than 5 % of the capacity.
 	BgShare Stat `json:"bg_share_of_leftover"`
 	// Foreground request latency (rr) in the mixed phase, and its p99
 	// over the p99 of foreground alone.
@@ -294,7 +295,7 @@ func (as *ArmSummary) add(s *Scenario, p, fa *PhaseResult, capacity float64, idl
 		case fgOK:
 			left -= fg
 		}
-		if left > 0.02*capacity {
+		if left > 0.05*capacity { // else a ratio of two small, noisy numbers
 			as.BgShare.add(bg / left)
 		}
 	}

@@ -23,4 +23,8 @@ type Options struct {
 	// Duration overrides the scenario's phase length when > 0 (quick
 	// runs, CI).
 	Duration time.Duration
+	// Intensities and PIs, if set, replace the matrix's (percent; PI
+	// values as in the scenario file), e.g. to repeat a few cells more.
+	Intensities []float64
+	PIs         []string
 }

@@ -30,11 +30,15 @@ type PhaseResult struct {
 	Repeat    int                        `json:"repeat"`
 	Phase     string                     `json:"phase"`
 	Arm       string                     `json:"arm,omitempty"`
+	PI        string                     `json:"pi,omitempty"`
+	Intensity float64                    `json:"intensity,omitempty"` // percent, in a matrix
 	Start     time.Time                  `json:"start"`
 	Seconds   float64                    `json:"seconds"`
 	Workloads map[string]workload.Result `json:"workloads"`
 	Errors    []string                   `json:"errors,omitempty"`
 	Link      linkem.Report              `json:"link"` // the emulator's own account
+	// Collected holds the outputs of the arm's collect commands.
+	Collected []json.RawMessage `json:"collected,omitempty"`
 }
 
 // Stat summarises one metric over repeats.
@@ -59,18 +63,33 @@ func (s *Stat) add(v float64) {
 	s.N++
 }
 
-// ArmSummary holds an arm's ratios over the repeats of one variant.
+// ArmSummary holds an arm's ratios over the repeats of one variant (and,
+// in a matrix, one intensity and PI).
 type ArmSummary struct {
-	Variant string `json:"variant"`
-	Arm     string `json:"arm"`
+	Variant   string  `json:"variant"`
+	Arm       string  `json:"arm"`
+	PI        string  `json:"pi,omitempty"`
+	Intensity float64 `json:"intensity,omitempty"`
 	// FgKept is foreground throughput in the mixed phase over foreground
-	// alone on the plain link.
+	// alone on the plain link (in a matrix: at the same intensity, under
+	// the reference arm if there is one).
 	FgKept Stat `json:"fg_kept"`
 	// BgShare is background throughput over the capacity foreground left
-	// (capacity: the larger of fg alone and bg alone).
+	// (capacity: the most a workload got alone in the same repeat:
+	// background alone or foreground alone, in a matrix at any
+	// intensity). What foreground
+	// left is capacity − foreground in the mixed phase, or in a matrix
+	// capacity − foreground alone at the same intensity (seed 003's
+	// "remaining link capacity"). Not computed when foreground left less
+	// than 5 % of the capacity.
 	BgShare Stat `json:"bg_share_of_leftover"`
-	FgMbps  Stat `json:"fg_mbps"`
-	BgMbps  Stat `json:"bg_mbps"`
+	// Foreground request latency (rr) in the mixed phase, and its p99
+	// over the p99 of foreground alone.
+	FgP50ms      Stat `json:"fg_p50_ms"`
+	FgP99ms      Stat `json:"fg_p99_ms"`
+	FgP99vsAlone Stat `json:"fg_p99_vs_alone"`
+	FgMbps       Stat `json:"fg_mbps"`
+	BgMbps       Stat `json:"bg_mbps"`
 	// Interactive latency in the mixed phase (ms) and over the idle link's.
 	P50ms      Stat     `json:"interactive_p50_ms"`
 	P99ms      Stat     `json:"interactive_p99_ms"`
@@ -78,15 +97,28 @@ type ArmSummary struct {
 	P99vsIdle  Stat     `json:"interactive_p99_vs_idle"`
 	Errors     []string `json:"errors,omitempty"`
 	LatenessUs Stat     `json:"emulator_lateness_p99_us"`
+	// lanes' idletime counters, from `lanes status --json` collected at
+	// the end of the phase (over all gates, counted from lanesd's start):
+	// holds of the background, preemptions (foreground arriving while
+	// background was served) and the hold reaction p99 (the worst gate).
+	IdleHolds       Stat `json:"idle_holds"`
+	IdlePreemptions Stat `json:"idle_preemptions"`
+	IdleReactionMs  Stat `json:"idle_reaction_p99_ms"`
+	// IdlePIms is the PI in force at the end of the phase (the largest
+	// over the gates): what "auto" and "adaptive" chose.
+	IdlePIms Stat `json:"idle_pi_ms"`
 }
 
-// Reference holds the plain-link measurements of a variant.
+// Reference holds the plain-link measurements of a variant (at one
+// intensity in a matrix).
 type Reference struct {
-	Variant   string `json:"variant"`
-	FgMbps    Stat   `json:"fg_alone_mbps"`
-	BgMbps    Stat   `json:"bg_alone_mbps"`
-	IdleP50ms Stat   `json:"idle_p50_ms"`
-	IdleP99ms Stat   `json:"idle_p99_ms"`
+	Variant   string  `json:"variant"`
+	Intensity float64 `json:"intensity,omitempty"`
+	FgMbps    Stat    `json:"fg_alone_mbps"`
+	FgP99ms   Stat    `json:"fg_alone_p99_ms"`
+	BgMbps    Stat    `json:"bg_alone_mbps"`
+	IdleP50ms Stat    `json:"idle_p50_ms"`
+	IdleP99ms Stat    `json:"idle_p99_ms"`
 }
 
 // Results is everything a run produced.
@@ -103,6 +135,10 @@ type Results struct {
 	Reference   []Reference   `json:"reference"`
 	Summary     []ArmSummary  `json:"summary"`
 	Phases      []PhaseResult `json:"phases"`
+	// Matrix is the scenario's intensity × PI sweep, if any; Paper the
+	// seed's figures to read the results against.
+	Matrix *Matrix  `json:"matrix,omitempty"`
+	Paper  []string `json:"paper,omitempty"`
 }
 
 // Host describes the machine a run used; other load disturbs numbers.
@@ -130,118 +166,189 @@ func sumRole(s *Scenario, p *PhaseResult, role string) (float64, bool) {
 	return sum, ok
 }
 
-// interactive returns the first interactive workload's latency.
-func interactive(s *Scenario, p *PhaseResult) (p50, p99 float64, ok bool) {
+// latency returns the first workload of a role that measured latency.
+func latency(s *Scenario, p *PhaseResult, role string) (p50, p99 float64, ok bool) {
 	for _, w := range s.Workloads {
-		if w.Role != Interactive {
+		if w.Role != role {
 			continue
 		}
 		r, found := p.Workloads[w.Spec.Name]
 		if !found || r.LatencyP50 == 0 {
-			return 0, 0, false
+			continue
 		}
 		return float64(r.LatencyP50) / 1e6, float64(r.LatencyP99) / 1e6, true
 	}
 	return 0, 0, false
 }
 
+// interactive returns the first interactive workload's latency.
+func interactive(s *Scenario, p *PhaseResult) (p50, p99 float64, ok bool) {
+	return latency(s, p, Interactive)
+}
+
 // Summarize computes the references and the arms' ratios from the phases.
 func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 	type key struct {
-		variant string
-		repeat  int
-		phase   string
+		variant   string
+		repeat    int
+		phase     string
+		intensity float64
 	}
+	// The idle link and background alone are measured once per repeat,
+	// foreground alone once per intensity.
 	ref := map[key]*PhaseResult{}
 	for i := range phases {
 		p := &phases[i]
 		if p.Phase != PhaseMixed {
-			ref[key{p.Variant, p.Repeat, p.Phase}] = p
+			ref[key{p.Variant, p.Repeat, p.Phase, p.Intensity}] = p
 		}
 	}
 	var refs []Reference
 	var sums []ArmSummary
 	for _, v := range s.VariantNames() {
-		rf := Reference{Variant: v}
-		for i := range phases {
-			p := &phases[i]
-			if p.Variant != v {
-				continue
-			}
-			switch p.Phase {
-			case PhaseFgAlone:
-				if x, ok := sumRole(s, p, Foreground); ok {
-					rf.FgMbps.add(x / 1e6)
-				}
-			case PhaseBgAlone:
-				if x, ok := sumRole(s, p, Background); ok {
-					rf.BgMbps.add(x / 1e6)
-				}
-			case PhaseIdle:
-				if a, b, ok := interactive(s, p); ok {
-					rf.IdleP50ms.add(a)
-					rf.IdleP99ms.add(b)
-				}
-			}
-		}
-		refs = append(refs, rf)
-		for _, arm := range s.Arms {
-			as := ArmSummary{Variant: v, Arm: arm.Name}
-			ran := false
+		for _, in := range s.Intensities() {
+			rf := Reference{Variant: v, Intensity: in}
 			for i := range phases {
 				p := &phases[i]
-				if p.Variant != v || p.Phase != PhaseMixed || p.Arm != arm.Name {
+				if p.Variant != v {
 					continue
 				}
-				ran = true
-				as.Errors = append(as.Errors, p.Errors...)
-				as.LatenessUs.add(float64(max(p.Link.Up.Lateness.P99, p.Link.Down.Lateness.P99)) / 1e3)
-				fg, fgOK := sumRole(s, p, Foreground)
-				bg, bgOK := sumRole(s, p, Background)
-				if fgOK {
-					as.FgMbps.add(fg / 1e6)
-				}
-				if bgOK {
-					as.BgMbps.add(bg / 1e6)
-				}
-				fa := ref[key{v, p.Repeat, PhaseFgAlone}]
-				ba := ref[key{v, p.Repeat, PhaseBgAlone}]
-				var fgAlone, bgAlone float64
-				if fa != nil {
-					fgAlone, _ = sumRole(s, fa, Foreground)
-				}
-				if ba != nil {
-					bgAlone, _ = sumRole(s, ba, Background)
-				}
-				if fgOK && fgAlone > 0 {
-					as.FgKept.add(fg / fgAlone)
-				}
-				if capacity := max(fgAlone, bgAlone); bgOK && capacity > 0 {
-					left := capacity
-					if fgOK {
-						left -= fg
+				switch {
+				case p.Phase == PhaseFgAlone && p.Intensity == in:
+					if x, ok := sumRole(s, p, Foreground); ok {
+						rf.FgMbps.add(x / 1e6)
 					}
-					if left > 0.02*capacity {
-						as.BgShare.add(bg / left)
+					if _, b, ok := latency(s, p, Foreground); ok {
+						rf.FgP99ms.add(b)
 					}
-				}
-				if a, b, ok := interactive(s, p); ok {
-					as.P50ms.add(a)
-					as.P99ms.add(b)
-					if idle := ref[key{v, p.Repeat, PhaseIdle}]; idle != nil {
-						if ia, ib, ok := interactive(s, idle); ok && ia > 0 && ib > 0 {
-							as.P50vsIdle.add(a / ia)
-							as.P99vsIdle.add(b / ib)
-						}
+				case p.Phase == PhaseBgAlone:
+					if x, ok := sumRole(s, p, Background); ok {
+						rf.BgMbps.add(x / 1e6)
+					}
+				case p.Phase == PhaseIdle:
+					if a, b, ok := interactive(s, p); ok {
+						rf.IdleP50ms.add(a)
+						rf.IdleP99ms.add(b)
 					}
 				}
 			}
-			if ran { // arms left out of this run (Options.Arms) get no row
-				sums = append(sums, as)
+			refs = append(refs, rf)
+			for _, run := range s.ArmRuns(s.Arms) {
+				as := ArmSummary{Variant: v, Arm: run.Arm.Name, PI: run.PI, Intensity: in}
+				ran := false
+				for i := range phases {
+					p := &phases[i]
+					if p.Variant != v || p.Phase != PhaseMixed || p.Arm != run.Arm.Name || p.PI != run.PI || p.Intensity != in {
+						continue
+					}
+					ran = true
+					// The link's capacity: the most any workload got alone in
+					// this repeat (background alone, or the foreground at any
+					// intensity).
+					capacity := 0.0
+					if ba := ref[key{v, p.Repeat, PhaseBgAlone, 0}]; ba != nil {
+						capacity, _ = sumRole(s, ba, Background)
+					}
+					for _, x := range s.Intensities() {
+						if fa := ref[key{v, p.Repeat, PhaseFgAlone, x}]; fa != nil {
+							f, _ := sumRole(s, fa, Foreground)
+							capacity = max(capacity, f)
+						}
+					}
+					as.add(s, p, ref[key{v, p.Repeat, PhaseFgAlone, in}], capacity, ref[key{v, p.Repeat, PhaseIdle, 0}])
+				}
+				if ran { // arms left out of this run (Options.Arms) get no row
+					sums = append(sums, as)
+				}
 			}
 		}
 	}
 	return refs, sums
+}
+
+// add accounts one mixed phase p against the references of its repeat:
+// foreground alone fa and the idle link (nil when not measured), and the
+// link's capacity.
+func (as *ArmSummary) add(s *Scenario, p, fa *PhaseResult, capacity float64, idle *PhaseResult) {
+	as.Errors = append(as.Errors, p.Errors...)
+	as.LatenessUs.add(float64(max(p.Link.Up.Lateness.P99, p.Link.Down.Lateness.P99)) / 1e3)
+	fg, fgOK := sumRole(s, p, Foreground)
+	bg, bgOK := sumRole(s, p, Background)
+	if fgOK {
+		as.FgMbps.add(fg / 1e6)
+	}
+	if bgOK {
+		as.BgMbps.add(bg / 1e6)
+	}
+	var fgAlone float64
+	if fa != nil {
+		fgAlone, _ = sumRole(s, fa, Foreground)
+	}
+	if fgOK && fgAlone > 0 {
+		as.FgKept.add(fg / fgAlone)
+	}
+	if bgOK && capacity > 0 {
+		left := capacity
+		switch {
+		case s.Matrix != nil:
+			left -= fgAlone
+		case fgOK:
+			left -= fg
+		}
+		if left > 0.05*capacity { // else a ratio of two small, noisy numbers
+			as.BgShare.add(bg / left)
+		}
+	}
+	if a, b, ok := latency(s, p, Foreground); ok {
+		as.FgP50ms.add(a)
+		as.FgP99ms.add(b)
+		if fa != nil {
+			if _, fb, ok := latency(s, fa, Foreground); ok && fb > 0 {
+				as.FgP99vsAlone.add(b / fb)
+			}
+		}
+	}
+	if g, ok := idleCounters(p.Collected); ok {
+		as.IdleHolds.add(g.holds)
+		as.IdlePreemptions.add(g.preemptions)
+		as.IdleReactionMs.add(g.reactionMs)
+		as.IdlePIms.add(g.piMs)
+	}
+	if a, b, ok := interactive(s, p); ok {
+		as.P50ms.add(a)
+		as.P99ms.add(b)
+		if idle != nil {
+			if ia, ib, ok := interactive(s, idle); ok && ia > 0 && ib > 0 {
+				as.P50vsIdle.add(a / ia)
+				as.P99vsIdle.add(b / ib)
+			}
+		}
+	}
+}
+
+// Rewrite reads a results file, summarizes its phases again against its
+// scenario (the file it names, or scenario if not empty) and writes the
+// results anew into dir: a report of this version from the measurements
+// of an earlier run.
+func Rewrite(results, scenario, dir string) ([]string, error) {
+	data, err := os.ReadFile(results)
+	if err != nil {
+		return nil, fmt.Errorf("rewrite results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("rewrite results %s: %w", results, err)
+	}
+	if scenario == "" {
+		scenario = r.File
+	}
+	s, err := Load(scenario)
+	if err != nil {
+		return nil, err
+	}
+	r.Matrix, r.Paper = s.Matrix, s.Paper
+	r.Reference, r.Summary = Summarize(s, r.Phases)
+	return r.Write(dir)
 }
 
 // Write writes <dir>/<scenario>.json, .md and .svg.
@@ -280,6 +387,10 @@ func fmtStat(s Stat, format string) string {
 // Markdown writes the results as a markdown section; svgName, if not
 // empty, is linked as the plot.
 func (r *Results) Markdown(w io.Writer, svgName string) {
+	if r.Matrix != nil {
+		r.matrixMarkdown(w, svgName)
+		return
+	}
 	fmt.Fprintf(w, "### %s\n\n", r.Scenario)
 	if r.Description != "" {
 		fmt.Fprintf(w, "%s\n\n", r.Description)
@@ -332,6 +443,10 @@ func uniq(s []string) []string {
 // (mean, with a min–max whisker), one group per variant and arm, with the
 // interactive p99 written above each group.
 func (r *Results) SVG(w io.Writer) {
+	if r.Matrix != nil {
+		r.heatmaps(w)
+		return
+	}
 	const (
 		left, top, plotH = 60.0, 40.0, 240.0
 		groupW, barW     = 130.0, 40.0
@@ -371,4 +486,37 @@ func (r *Results) SVG(w io.Writer) {
 	fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">foreground kept (vs alone)</text>`+"\n", left, ly, colors[0], left+16, ly+10)
 	fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">background share of leftover capacity</text>`+"\n", left+200, ly, colors[1], left+216, ly+10)
 	fmt.Fprintln(w, "</svg>")
+}
+
+type idleSums struct{ holds, preemptions, reactionMs, piMs float64 }
+
+// idleCounters reads lanes' idletime gates from collected `lanes status
+// --json` outputs: {"idletime": [{"holds": …, "preemptions": …,
+// "reaction": {"p99_ns": …}}, …]}.
+func idleCounters(collected []json.RawMessage) (idleSums, bool) {
+	var sum idleSums
+	found := false
+	for _, c := range collected {
+		var st struct {
+			Idletime []struct {
+				PI          float64 `json:"pi_ns"`
+				Holds       float64 `json:"holds"`
+				Preemptions float64 `json:"preemptions"`
+				Reaction    struct {
+					P99 float64 `json:"p99_ns"`
+				} `json:"reaction"`
+			} `json:"idletime"`
+		}
+		if json.Unmarshal(c, &st) != nil || len(st.Idletime) == 0 {
+			continue
+		}
+		found = true
+		for _, g := range st.Idletime {
+			sum.holds += g.Holds
+			sum.preemptions += g.Preemptions
+			sum.reactionMs = math.Max(sum.reactionMs, g.Reaction.P99/1e6)
+			sum.piMs = math.Max(sum.piMs, g.PI/1e6)
+		}
+	}
+	return sum, found
 }

@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +100,171 @@ name = "prio"
 	}
 	if !strings.HasPrefix(svg.String(), "<svg") || strings.Count(svg.String(), "<rect") < 4 {
 		t.Errorf("svg has no bars:\n%s", svg.String())
+	}
+}
+
+// A matrix's cells are judged against foreground alone at their own
+// intensity, the background against the capacity foreground alone left,
+// and the report draws one density plot per measure.
+func TestSummarizeMatrix(t *testing.T) {
+	s, err := Parse("m.toml", []byte(`
+name = "m"
+[matrix]
+intensity = [30, 60]
+pi = ["0", "5ms"]
+reference_arm = "lanes"
+reference_pi = "0"
+[[workload]]
+name = "fg"
+role = "foreground"
+kind = "rr"
+[[workload]]
+name = "bg"
+role = "background"
+kind = "greedy"
+[[arm]]
+name = "lanes"
+pi_sweep = true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	res := func(name string, tput float64, p99 time.Duration) workload.Result {
+		return workload.Result{Name: name, Throughput: tput, LatencyP50: p99 / 2, LatencyP99: p99}
+	}
+	phase := func(ph string, in float64, pi string, rs ...workload.Result) PhaseResult {
+		p := PhaseResult{Variant: "base", Repeat: 1, Phase: ph, Arm: "lanes", PI: pi, Intensity: in, Workloads: map[string]workload.Result{}}
+		for _, r := range rs {
+			p.Workloads[r.Name] = r
+		}
+		return p
+	}
+	phases := []PhaseResult{
+		phase(PhaseBgAlone, 0, "0", res("bg", 100e6, 0)),
+		phase(PhaseFgAlone, 30, "0", res("fg", 40e6, 10*ms)),
+		// PI 0: foreground loses 10 %, background takes all that is left
+		// (60 Mbit/s of capacity − fg alone).
+		phase(PhaseMixed, 30, "0", res("fg", 36e6, 20*ms), res("bg", 60e6, 0)),
+		// PI 5 ms: foreground keeps all, background 3/4 of the leftover.
+		phase(PhaseMixed, 30, "5ms", res("fg", 40e6, 11*ms), res("bg", 45e6, 0)),
+		phase(PhaseFgAlone, 60, "0", res("fg", 80e6, 10*ms)),
+		phase(PhaseMixed, 60, "5ms", res("fg", 80e6, 10*ms), res("bg", 10e6, 0)),
+	}
+	refs, sums := Summarize(s, phases)
+	if len(refs) != 2 || refs[0].Intensity != 30 || refs[0].FgMbps.Mean != 40 || refs[1].FgMbps.Mean != 80 || refs[1].BgMbps.Mean != 100 {
+		t.Fatalf("references %+v", refs)
+	}
+	type cell struct {
+		in       float64
+		pi       string
+		kept, bg float64
+		p99      float64
+	}
+	want := []cell{{30, "0", 0.9, 1, 2}, {30, "5ms", 1, 0.75, 1.1}, {60, "5ms", 1, 0.5, 1}}
+	if len(sums) != len(want) {
+		t.Fatalf("%d cells, want %d (the cell not run gets no row): %+v", len(sums), len(want), sums)
+	}
+	for i, w := range want {
+		a := sums[i]
+		if a.Intensity != w.in || a.PI != w.pi {
+			t.Errorf("cell %d is %g %% PI %s, want %g %% PI %s", i, a.Intensity, a.PI, w.in, w.pi)
+		}
+		for _, c := range []struct {
+			what      string
+			got, want float64
+		}{{"fg kept", a.FgKept.Mean, w.kept}, {"bg share", a.BgShare.Mean, w.bg}, {"fg p99 vs alone", a.FgP99vsAlone.Mean, w.p99}} {
+			if math.Abs(c.got-c.want) > 1e-9 {
+				t.Errorf("%g %% PI %s: %s = %v, want %v", w.in, w.pi, c.what, c.got, c.want)
+			}
+		}
+	}
+	r := &Results{Scenario: "m", Reference: refs, Summary: sums, Matrix: s.Matrix, Paper: []string{"over 90 %"}}
+	var md, svg strings.Builder
+	r.Markdown(&md, "m.svg")
+	r.SVG(&svg)
+	for _, want := range []string{
+		"| arm \\ intensity | 30 % | 60 % |",
+		"| lanes PI 0 | 90 % | – |",
+		"| lanes PI 5ms | 100 % | 100 % |",
+		"| lanes PI 5ms | 75 % | 50 % |",
+		"| lanes PI 0 | ×2.00 | – |",
+		"- over 90 %",
+		"reference phases (alone) run under arm lanes PI 0",
+		"![m](m.svg)",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	// Three plots (kept, share, latency) of 2 × 2 cells, one missing:
+	// lighter is higher, so fg kept 100 % is white and 90 % gray.
+	if got := strings.Count(svg.String(), `<rect x=`); got != 12 {
+		t.Errorf("svg has %d cells, want 12:\n%s", got, svg.String())
+	}
+	for _, want := range []string{"rgb(255,255,255)", "rgb(230,230,230)", "fill=\"#f0d0d0\"", "foreground intensity"} {
+		if !strings.Contains(svg.String(), want) {
+			t.Errorf("svg lacks %q", want)
+		}
+	}
+}
+
+func TestIdleCounters(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []string
+		want idleSums
+		ok   bool
+	}{
+		{"none", nil, idleSums{}, false},
+		{"not status", []string{`"some text"`, `{"lanes": []}`}, idleSums{}, false},
+		{"two gates", []string{`{"idletime": [{"name": "eth0/egress", "holds": 10, "preemptions": 2, "reaction": {"p99_ns": 300000}},
+			{"name": "eth0/ingress", "holds": 5, "preemptions": 1, "reaction": {"p99_ns": 900000}}]}`},
+			idleSums{holds: 15, preemptions: 3, reactionMs: 0.9}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var raw []json.RawMessage
+			for _, s := range tc.in {
+				raw = append(raw, json.RawMessage(s))
+			}
+			got, ok := idleCounters(raw)
+			if ok != tc.ok || math.Abs(got.holds-tc.want.holds)+math.Abs(got.preemptions-tc.want.preemptions)+math.Abs(got.reactionMs-tc.want.reactionMs) > 1e-9 {
+				t.Errorf("got %+v %v, want %+v %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// Rewrite reports an earlier run's phases again against its scenario.
+func TestRewrite(t *testing.T) {
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "m.toml")
+	if err := os.WriteFile(scenario, []byte("name = \"m\"\npaper = [\"a figure\"]\n[matrix]\nintensity = [50]\n[[workload]]\nname = \"fg\"\nrole = \"foreground\"\nkind = \"pulse\"\n[[arm]]\nname = \"none\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := Results{Scenario: "m", File: scenario, Phases: []PhaseResult{
+		{Variant: "base", Repeat: 1, Phase: PhaseFgAlone, Intensity: 50, Workloads: map[string]workload.Result{"fg": {Throughput: 10e6}}},
+		{Variant: "base", Repeat: 1, Phase: PhaseMixed, Arm: "none", Intensity: 50, Workloads: map[string]workload.Result{"fg": {Throughput: 5e6}}},
+	}}
+	data, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if _, err := Rewrite(in, "", out); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "m.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| none | 50 % |", "- a figure"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("rewritten markdown lacks %q:\n%s", want, md)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +58,9 @@ func Run(ctx context.Context, opts Options) error {
 		s.Duration = opts.Duration
 		s.Idle = min(s.Idle, opts.Duration)
 	}
+	if err := s.restrict(opts.Intensities, opts.PIs); err != nil {
+		return fmt.Errorf("bench %s: %w", s.Name, err)
+	}
 	r := &runner{s: s, opts: opts, logf: opts.Logf, progress: opts.Progress}
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}
@@ -87,7 +92,7 @@ func Run(ctx context.Context, opts Options) error {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 
 	res := &Results{Scenario: s.Name, Description: s.Description, File: s.Path, Started: time.Now(),
-		Repeats: s.Repeats, PhaseLength: s.Duration, Host: host()}
+		Repeats: s.Repeats, PhaseLength: s.Duration, Host: host(), Matrix: s.Matrix, Paper: s.Paper}
 	res.Host.LoadStart = loadavg()
 	for _, v := range s.VariantNames() {
 		for _, dir := range []string{"up", "down"} {
@@ -95,33 +100,54 @@ func Run(ctx context.Context, opts Options) error {
 			res.Links = append(res.Links, fmt.Sprintf("%s %s: %s", v, dir, describeLink(l)))
 		}
 	}
-	perRepeat := len(r.arms)
-	for _, role := range []string{Interactive, Foreground, Background} {
-		if s.has(role) {
-			perRepeat++
-		}
+	runs := s.ArmRuns(r.arms)
+	ints := s.Intensities()
+	perRepeat := len(runs) * len(ints)
+	if s.has(Interactive) {
+		perRepeat++
+	}
+	if s.has(Background) {
+		perRepeat++
+	}
+	if s.has(Foreground) {
+		perRepeat += len(ints)
 	}
 	r.total = perRepeat * s.Repeats * len(s.VariantNames())
-	fmt.Fprintf(r.progress, "bench %s: %d repeat(s) × %d variant(s), %d arm(s) %s, %v per phase, %d phases\n",
-		s.Name, s.Repeats, len(s.VariantNames()), len(r.arms), armNames(r.arms), s.Duration, r.total)
+	matrix := ""
+	if s.Matrix != nil {
+		matrix = fmt.Sprintf(" × %d intensit(ies) %v %%", len(ints), ints)
+	}
+	fmt.Fprintf(r.progress, "bench %s: %d repeat(s) × %d variant(s)%s, %d arm run(s) %s, %v per phase, %d phases\n",
+		s.Name, s.Repeats, len(s.VariantNames()), matrix, len(runs), runNames(runs), s.Duration, r.total)
 
 	var failures []string
 	for rep := 1; rep <= s.Repeats && ctx.Err() == nil; rep++ {
 		for _, v := range s.VariantNames() {
-			ps, err := r.reference(ctx, v, rep)
+			// The idle link and background alone do not depend on the
+			// foreground's intensity; foreground alone does, and runs just
+			// before the arms at its intensity.
+			ps, err := r.reference(ctx, v, rep, 0, PhaseIdle, PhaseBgAlone)
 			res.Phases = append(res.Phases, ps...)
 			if err != nil {
 				failures = append(failures, err.Error())
 			}
-			order := append(append([]Arm(nil), r.arms[(rep-1)%len(r.arms):]...), r.arms[:(rep-1)%len(r.arms)]...)
-			for _, a := range order {
-				if ctx.Err() != nil {
-					break
+			for _, in := range ints {
+				ps, err := r.reference(ctx, v, rep, in, PhaseFgAlone)
+				res.Phases = append(res.Phases, ps...)
+				if err != nil {
+					failures = append(failures, err.Error())
 				}
-				p := r.mixed(ctx, v, rep, a)
-				res.Phases = append(res.Phases, p)
-				for _, e := range p.Errors {
-					failures = append(failures, fmt.Sprintf("%s/%s repeat %d: %s", v, a.Name, rep, e))
+				k := (rep - 1) % len(runs)
+				order := append(append([]ArmRun(nil), runs[k:]...), runs[:k]...)
+				for _, a := range order {
+					if ctx.Err() != nil {
+						break
+					}
+					p := r.mixed(ctx, v, rep, in, a)
+					res.Phases = append(res.Phases, p)
+					for _, e := range p.Errors {
+						failures = append(failures, fmt.Sprintf("%s/%s repeat %d: %s", cellName(v, in), a.Label(), rep, e))
+					}
 				}
 			}
 		}
@@ -156,12 +182,20 @@ func Run(ctx context.Context, opts Options) error {
 	return nil
 }
 
-func armNames(arms []Arm) string {
+func runNames(runs []ArmRun) string {
 	var n []string
-	for _, a := range arms {
-		n = append(n, a.Name)
+	for _, a := range runs {
+		n = append(n, a.Label())
 	}
 	return "(" + strings.Join(n, ", ") + ")"
+}
+
+// cellName names a variant at an intensity in messages.
+func cellName(variant string, intensity float64) string {
+	if intensity == 0 {
+		return variant
+	}
+	return fmt.Sprintf("%s@%g%%", variant, intensity)
 }
 
 func (s *Scenario) has(role string) bool {
@@ -248,26 +282,48 @@ func (r *runner) step(variant string, rep int, what string) {
 		el.Round(time.Second), eta, rep, variant, what)
 }
 
-// reference runs the plain-link phases of one repeat, each in a fresh
-// testbed so that every phase sees the link (a trace, a schedule) from
-// its start, as the mixed phases do.
-func (r *runner) reference(ctx context.Context, variant string, rep int) ([]PhaseResult, error) {
+// reference runs reference phases of one repeat (names among
+// PhaseIdle, PhaseFgAlone, PhaseBgAlone), each in a fresh testbed so that
+// every phase sees the link (a trace, a schedule) from its start, as the
+// mixed phases do: on the plain link, or under the matrix's reference arm.
+func (r *runner) reference(ctx context.Context, variant string, rep int, intensity float64, names ...string) ([]PhaseResult, error) {
 	var out []PhaseResult
-	for _, ph := range []struct {
-		name string
-		role string
-		dur  time.Duration
-	}{{PhaseIdle, Interactive, r.s.Idle}, {PhaseFgAlone, Foreground, r.s.Duration}, {PhaseBgAlone, Background, r.s.Duration}} {
-		idx := r.s.role(ph.role)
+	var ref *ArmRun
+	if m := r.s.Matrix; m != nil && m.ReferenceArm != "" {
+		a, _ := r.s.Arm(m.ReferenceArm)
+		ref = &ArmRun{Arm: a, PI: ""}
+		if a.SweepPI {
+			ref.PI = m.ReferencePI
+		}
+	}
+	for _, name := range names {
+		role, d := map[string]string{PhaseIdle: Interactive, PhaseFgAlone: Foreground, PhaseBgAlone: Background}[name], r.s.Duration
+		if name == PhaseIdle {
+			d = r.s.Idle
+		}
+		idx := r.s.role(role)
 		if len(idx) == 0 || ctx.Err() != nil {
 			continue
 		}
-		r.step(variant, rep, fmt.Sprintf("%s (%v)", ph.name, ph.dur))
+		what := fmt.Sprintf("%s (%v)", name, d)
+		if ref != nil {
+			what += " under " + ref.Label()
+		}
+		r.step(cellName(variant, intensity), rep, what)
 		b, err := r.build(variant)
 		if err != nil {
 			return out, fmt.Errorf("%s repeat %d: build testbed: %w", variant, rep, err)
 		}
-		p := r.phase(ctx, b, variant, rep, ph.name, "", idx, nil, ph.dur, r.s.Lead)
+		p := PhaseResult{Variant: variant, Repeat: rep, Phase: name, Intensity: intensity, Start: time.Now()}
+		if ref != nil {
+			p.Arm, p.PI = ref.Arm.Name, ref.PI
+		}
+		var collected []json.RawMessage
+		errs := r.armed(ctx, b, variant, intensity, ref, &collected, func(wraps map[string][]string) {
+			p = r.phase(ctx, b, p, idx, wraps, d, r.s.Lead)
+		})
+		p.Collected = collected
+		p.Errors = append(p.Errors, errs...)
 		b.close()
 		fmt.Fprintf(r.progress, "    %s\n", r.brief(&p))
 		out = append(out, p)
@@ -276,65 +332,112 @@ func (r *runner) reference(ctx context.Context, variant string, rep int) ([]Phas
 	return out, nil
 }
 
-// mixed runs one arm's mixed phase in a fresh topology.
-func (r *runner) mixed(ctx context.Context, variant string, rep int, a Arm) PhaseResult {
-	r.step(variant, rep, fmt.Sprintf("arm %s, mixed (%v + %v background lead)", a.Name, r.s.Duration, r.s.Lead))
-	p := PhaseResult{Variant: variant, Repeat: rep, Phase: PhaseMixed, Arm: a.Name, Start: time.Now()}
+// armed sets arm run a up on the testbed (setup commands, services,
+// wrappers with variables expanded), calls fn with the wrappers and tears
+// the arm down; a nil a runs fn on the plain testbed. It returns the
+// errors of setting up.
+//
+// The outputs of the arm's collect commands are appended to collected.
+func (r *runner) armed(ctx context.Context, b *bed, variant string, intensity float64, a *ArmRun,
+	collected *[]json.RawMessage, fn func(wraps map[string][]string)) []string {
+	if a == nil {
+		fn(nil)
+		return nil
+	}
+	vars := r.vars(b.topo, variant, intensity, a.PI)
+	wraps := map[string][]string{}
+	for name, argv := range a.Arm.Wrap {
+		var exp []string
+		for _, x := range argv {
+			e, err := expand(x, vars)
+			if err != nil {
+				return []string{fmt.Sprintf("wrap %s: %v", name, err)}
+			}
+			exp = append(exp, e)
+		}
+		if exp[0] == "" {
+			return []string{fmt.Sprintf("wrap %s: %q is empty: the lanes arm needs the lanes binary (Options.LanesBin)", name, argv[0])}
+		}
+		if _, err := exec.LookPath(exp[0]); err != nil {
+			return []string{fmt.Sprintf("wrap %s: %v", name, err)}
+		}
+		wraps[name] = exp
+	}
+	teardown := func() {
+		for _, c := range a.Arm.Teardown {
+			if err := r.command(ctx, b.topo, c, vars); err != nil {
+				r.logf("arm %s teardown: %v", a.Label(), err)
+			}
+		}
+	}
+	for _, c := range a.Arm.Setup {
+		if err := r.command(ctx, b.topo, c, vars); err != nil {
+			teardown()
+			return []string{fmt.Sprintf("setup: %v", err)}
+		}
+	}
+	stop, err := r.services(ctx, b.topo, a.Arm.Services, vars)
+	if err != nil {
+		teardown()
+		return []string{fmt.Sprintf("services: %v", err)}
+	}
+	fn(wraps)
+	var errs []string
+	for _, c := range a.Arm.Collect {
+		out, err := r.output(ctx, b.topo, c, vars)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("collect: %v", err))
+			continue
+		}
+		*collected = append(*collected, out)
+	}
+	stop()
+	teardown()
+	return errs
+}
+
+// output runs a command like command does and returns its standard
+// output: as it is if it is JSON, else as a JSON string.
+func (r *runner) output(ctx context.Context, t *netns.Topology, c Command, vars map[string]string) (json.RawMessage, error) {
+	cmd, err := expand(c.Cmd, vars)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var stderr strings.Builder
+	x := netns.Command(ctx, nsName(t, c.NS), "sh", "-c", cmd)
+	x.Stderr = &stderr
+	out, err := x.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %v: %s", c.NS, cmd, err, strings.TrimSpace(stderr.String()))
+	}
+	if json.Valid(out) {
+		return json.RawMessage(bytes.TrimSpace(out)), nil
+	}
+	return json.Marshal(string(out))
+}
+
+// mixed runs one arm run's mixed phase in a fresh topology.
+func (r *runner) mixed(ctx context.Context, variant string, rep int, intensity float64, a ArmRun) PhaseResult {
+	r.step(cellName(variant, intensity), rep, fmt.Sprintf("arm %s, mixed (%v + %v background lead)", a.Label(), r.s.Duration, r.s.Lead))
+	p := PhaseResult{Variant: variant, Repeat: rep, Phase: PhaseMixed, Arm: a.Arm.Name, PI: a.PI, Intensity: intensity, Start: time.Now()}
 	b, err := r.build(variant)
 	if err != nil {
 		p.Errors = append(p.Errors, fmt.Sprintf("build testbed: %v", err))
 		return p
 	}
 	defer b.close()
-	vars := r.vars(b.topo, variant)
-	wraps := map[string][]string{}
-	for name, argv := range a.Wrap {
-		var exp []string
-		for _, x := range argv {
-			e, err := expand(x, vars)
-			if err != nil {
-				p.Errors = append(p.Errors, fmt.Sprintf("wrap %s: %v", name, err))
-				return p
-			}
-			exp = append(exp, e)
-		}
-		if exp[0] == "" {
-			p.Errors = append(p.Errors, fmt.Sprintf("wrap %s: %q is empty: the lanes arm needs the lanes binary (Options.LanesBin)", name, argv[0]))
-			return p
-		}
-		if _, err := exec.LookPath(exp[0]); err != nil {
-			p.Errors = append(p.Errors, fmt.Sprintf("wrap %s: %v", name, err))
-			return p
-		}
-		wraps[name] = exp
-	}
-	teardown := func() {
-		for _, c := range a.Teardown {
-			if err := r.command(ctx, b.topo, c, vars); err != nil {
-				r.logf("arm %s teardown: %v", a.Name, err)
-			}
-		}
-	}
-	for _, c := range a.Setup {
-		if err := r.command(ctx, b.topo, c, vars); err != nil {
-			p.Errors = append(p.Errors, fmt.Sprintf("setup: %v", err))
-			teardown()
-			return p
-		}
-	}
-	stop, err := r.services(ctx, b.topo, a.Services, vars)
-	if err != nil {
-		p.Errors = append(p.Errors, fmt.Sprintf("services: %v", err))
-		teardown()
-		return p
-	}
 	all := make([]int, len(r.s.Workloads))
 	for i := range all {
 		all[i] = i
 	}
-	p = r.phase(ctx, b, variant, rep, PhaseMixed, a.Name, all, wraps, r.s.Duration, r.s.Lead)
-	stop()
-	teardown()
+	var collected []json.RawMessage
+	errs := r.armed(ctx, b, variant, intensity, &a, &collected, func(wraps map[string][]string) {
+		p = r.phase(ctx, b, p, all, wraps, r.s.Duration, r.s.Lead)
+	})
+	p.Collected = collected
+	p.Errors = append(p.Errors, errs...)
 	fmt.Fprintf(r.progress, "    %s\n", r.brief(&p))
 	time.Sleep(r.s.Settle)
 	return p
@@ -344,9 +447,16 @@ func (r *runner) mixed(ctx context.Context, variant string, rep int, a Arm) Phas
 // run lead longer, the others start after lead, so that the link is busy
 // when they start. Every phase measures the same window of the link's
 // time, [lead, lead+d]: background leaves the lead out as warmup.
-func (r *runner) phase(ctx context.Context, b *bed, variant string, rep int, name, arm string, idx []int,
+//
+// p names the phase; its intensity, if set, is given to the foreground
+// workloads that take one (pulse, rr).
+func (r *runner) phase(ctx context.Context, b *bed, p PhaseResult, idx []int,
 	wraps map[string][]string, d, lead time.Duration) PhaseResult {
-	p := PhaseResult{Variant: variant, Repeat: rep, Phase: name, Arm: arm, Start: time.Now(), Workloads: map[string]workload.Result{}}
+	p.Start, p.Workloads = time.Now(), map[string]workload.Result{}
+	var gen []string
+	if r.opts.LanesBin != "" {
+		gen = []string{r.opts.LanesBin, "bench", "gen"}
+	}
 	for _, em := range b.ems {
 		em.ResetLateness()
 	}
@@ -359,7 +469,10 @@ func (r *runner) phase(ctx context.Context, b *bed, variant string, rep int, nam
 		if w.Role == Background {
 			w.Spec.Warmup = lead // measured over the others' window
 		}
-		env := workload.Env{Topo: b.topo, Wrap: wraps[w.Spec.Name], Index: i, Logf: r.logf}
+		if w.Role == Foreground && p.Intensity > 0 && (w.Spec.Kind == workload.Pulse || w.Spec.Kind == workload.ReqResp) {
+			w.Spec.Intensity = p.Intensity / 100
+		}
+		env := workload.Env{Topo: b.topo, Wrap: wraps[w.Spec.Name], Gen: gen, Index: i, Logf: r.logf}
 		res, err := workload.Run(ctx, env, w.Spec, d)
 		mu.Lock()
 		defer mu.Unlock()
@@ -427,11 +540,18 @@ func (r *runner) brief(p *PhaseResult) string {
 	return strings.Join(parts, "; ")
 }
 
-// vars are the variables arm commands and wrappers may use.
-func (r *runner) vars(t *netns.Topology, variant string) map[string]string {
+// vars are the variables arm commands and wrappers may use; $PI only in
+// arm runs that sweep it, $INTENSITY (percent) only in a matrix.
+func (r *runner) vars(t *netns.Topology, variant string, intensity float64, pi string) map[string]string {
 	v := map[string]string{}
 	for k, x := range r.s.Vars {
 		v[k] = x
+	}
+	if pi != "" {
+		v["PI"] = pi
+	}
+	if intensity > 0 {
+		v["INTENSITY"] = strconv.FormatFloat(intensity, 'f', -1, 64)
 	}
 	for i, p := range t.Paths {
 		suf := strconv.Itoa(i)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,5 +89,96 @@ func TestLanesArmWithoutBinary(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "s1.md")); err != nil {
 		t.Errorf("no report written: %v", err)
+	}
+}
+
+// A short matrix runs every cell: foreground alone at each intensity, the
+// background alone once, and each arm at each PI; strict priority at the
+// sender keeps the foreground's throughput where the plain FIFO does not.
+func TestMatrixShort(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "m.toml")
+	err := os.WriteFile(scenario, []byte(`
+name = "m"
+idle = "1s"
+background_lead = "1s"
+settle = "200ms"
+[matrix]
+intensity = [50, 100]
+pi = ["0", "2ms"]
+[link.up]
+rate = "20mbit"
+delay = "5ms"
+queue_packets = 100
+[link.down]
+rate = "20mbit"
+delay = "5ms"
+[[workload]]
+name = "fg"
+role = "foreground"
+kind = "pulse"
+cc = "cubic"
+[[workload]]
+name = "bg"
+role = "background"
+kind = "greedy"
+rate = "30mbit"
+[[arm]]
+name = "none"
+[[arm]]
+name = "prio"
+pi_sweep = true
+setup = [
+  { ns = "src", cmd = "test -n \"$PI\" && test \"$INTENSITY\" -gt 0" },
+  { ns = "src", cmd = "ethtool -K $SRC_DEV tso off gso off" },
+  { ns = "src", cmd = "tc qdisc add dev $SRC_DEV root handle 1: htb default 30" },
+  { ns = "src", cmd = "tc class add dev $SRC_DEV parent 1: classid 1:1 htb rate 19mbit" },
+  { ns = "src", cmd = "tc class add dev $SRC_DEV parent 1:1 classid 1:20 htb rate 18mbit ceil 19mbit prio 1" },
+  { ns = "src", cmd = "tc class add dev $SRC_DEV parent 1:1 classid 1:30 htb rate 100kbit ceil 19mbit prio 7" },
+  { ns = "src", cmd = "tc filter add dev $SRC_DEV parent 1: protocol ip prio 2 u32 match ip dport $PORT_fg 0xffff flowid 1:20" },
+]
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	err = Run(context.Background(), Options{Scenario: scenario, OutDir: dir, Duration: 2 * time.Second, Progress: &progress, Logf: t.Logf})
+	t.Logf("progress:\n%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "m.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Phases) != 9 {
+		t.Errorf("%d phases, want 9 (bg alone, then per intensity fg alone and 3 arm runs)", len(res.Phases))
+	}
+	kept := map[string]float64{}
+	for _, a := range res.Summary {
+		kept[fmt.Sprintf("%g/%s", a.Intensity, label(a.Arm, a.PI))] = a.FgKept.Mean
+		if a.FgKept.N != 1 || len(a.Errors) > 0 {
+			t.Errorf("%g %% %s: n=%d, errors %v", a.Intensity, label(a.Arm, a.PI), a.FgKept.N, a.Errors)
+		}
+	}
+	t.Logf("fg kept %v", kept)
+	if len(kept) != 6 {
+		t.Errorf("%d cells, want 6", len(kept))
+	}
+	// Greedy UDP at 30 Mbit/s into a 20 Mbit/s FIFO crushes TCP.
+	if k := kept["100/none"]; k > 0.6 {
+		t.Errorf("no scheduling at 100 %%: foreground kept %.2f, want < 0.6", k)
+	}
+	if k := kept["100/prio PI 0"]; k < 0.8 {
+		t.Errorf("strict priority at 100 %%: foreground kept %.2f, want ≥ 0.8", k)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "m.md"))
+	if !strings.Contains(string(md), "| prio PI 2ms |") {
+		t.Errorf("markdown has no row for prio PI 2ms:\n%s", md)
 	}
 }

@@ -40,6 +40,29 @@ type Scenario struct {
 	Workloads                    []Work
 	Arms                         []Arm
 	Vars                         map[string]string
+	// Matrix, if set, sweeps the foreground's intensity and the arms' PI.
+	Matrix *Matrix
+	// Paper lists the seed's published figures the results are read
+	// against; the markdown prints them beside the tables.
+	Paper []string
+}
+
+// Matrix is seed 003's evaluation matrix: every intensity of the
+// foreground against every arm, arms marked pi_sweep once per PI.
+type Matrix struct {
+	// Intensities in percent (0, 100]: the share of each period in which
+	// the foreground workloads (kinds pulse and rr) generate requests.
+	Intensities []float64
+	// PIs are the preemption intervals, each put in $PI of the arms that
+	// sweep it: "off", "0", a duration, "inf", "auto" or "adaptive", as
+	// lanesd's [net.idletime] pi takes them.
+	PIs []string
+	// ReferenceArm, if set, is the arm whose setup, services and wrappers
+	// the reference phases (idle, foreground alone, background alone) run
+	// under instead of the plain link: where lanes' own shaper is the
+	// bottleneck, "alone" must be measured under it. ReferencePI is its
+	// $PI when it sweeps the PI.
+	ReferenceArm, ReferencePI string
 }
 
 // LinkSpec is one direction of the emulated link as written in a file.
@@ -103,6 +126,12 @@ type Arm struct {
 	// Wrap maps a workload name to the command its client is run under
 	// (e.g. ["$LANES", "run", "-l", "background", "--"]).
 	Wrap map[string][]string
+	// SweepPI runs the arm once per PI of the matrix, with $PI set.
+	SweepPI bool
+	// Collect are commands run when the workloads are done, before the
+	// services stop (e.g. `lanes status --json`); their output is kept
+	// with the phase, and lanes' idletime counters are read from it.
+	Collect []Command
 }
 
 type fileScenario struct {
@@ -115,8 +144,15 @@ type fileScenario struct {
 	Lead        string            `toml:"background_lead"`
 	Settle      string            `toml:"settle"`
 	Repeats     int               `toml:"repeats"`
+	Paper       []string          `toml:"paper"`
 	Vars        map[string]string `toml:"vars"`
-	Link        struct {
+	Matrix      *struct {
+		Intensity    []float64 `toml:"intensity"`
+		PI           []string  `toml:"pi"`
+		ReferenceArm string    `toml:"reference_arm"`
+		ReferencePI  string    `toml:"reference_pi"`
+	} `toml:"matrix"`
+	Link struct {
 		Up   LinkSpec `toml:"up"`
 		Down LinkSpec `toml:"down"`
 	} `toml:"link"`
@@ -144,6 +180,9 @@ type fileWorkload struct {
 	RespBytes   int      `toml:"response_bytes"`
 	Think       string   `toml:"think"`
 	ThinkExp    bool     `toml:"think_exponential"`
+	Intensity   float64  `toml:"intensity"` // percent
+	Period      string   `toml:"period"`
+	SndBuf      int      `toml:"sndbuf"`
 	Args        []string `toml:"args"`
 }
 
@@ -154,6 +193,8 @@ type fileArm struct {
 	Teardown    []Command           `toml:"teardown"`
 	Services    []Command           `toml:"services"`
 	Wrap        map[string][]string `toml:"wrap"`
+	SweepPI     bool                `toml:"pi_sweep"`
+	Collect     []Command           `toml:"collect"`
 }
 
 // Load reads and validates a scenario file.
@@ -248,7 +289,8 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 	for i, w := range f.Workload {
 		spec := workload.Spec{Name: w.Name, Kind: w.Kind, Direction: w.Direction, Path: w.Path, Port: w.Port,
 			CC: w.CC, Protocol: w.Protocol, Streams: w.Streams, PacketBytes: w.PacketBytes, FPS: w.FPS,
-			FrameBytes: w.FrameBytes, ReqBytes: w.ReqBytes, RespBytes: w.RespBytes, ThinkExp: w.ThinkExp, Args: w.Args}
+			FrameBytes: w.FrameBytes, ReqBytes: w.ReqBytes, RespBytes: w.RespBytes, ThinkExp: w.ThinkExp, Args: w.Args,
+			Intensity: w.Intensity / 100, SndBuf: w.SndBuf}
 		if !nameRE.MatchString(w.Name) || names[w.Name] {
 			return nil, fmt.Errorf("workload %d: name %q: want a unique name of letters, digits, - and _", i+1, w.Name)
 		}
@@ -267,6 +309,9 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 			return nil, err
 		}
 		if spec.Think, err = dur("workload "+w.Name+" think", w.Think, 0); err != nil {
+			return nil, err
+		}
+		if spec.Period, err = dur("workload "+w.Name+" period", w.Period, 0); err != nil {
 			return nil, err
 		}
 		if spec.Path >= s.Paths {
@@ -294,16 +339,20 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 				return nil, fmt.Errorf("arm %s: wrap for %s is empty", a.Name, w)
 			}
 		}
-		for _, c := range append(append(append([]Command(nil), a.Setup...), a.Teardown...), a.Services...) {
+		for _, c := range append(append(append(append([]Command(nil), a.Setup...), a.Teardown...), a.Services...), a.Collect...) {
 			if !validNS(c.NS, s.Paths) {
 				return nil, fmt.Errorf("arm %s: namespace %q: want src, dst, rtr or rtr0..rtr%d", a.Name, c.NS, s.Paths-1)
 			}
 		}
 		s.Arms = append(s.Arms, Arm{Name: a.Name, Description: a.Description, Setup: a.Setup,
-			Teardown: a.Teardown, Services: a.Services, Wrap: a.Wrap})
+			Teardown: a.Teardown, Services: a.Services, Wrap: a.Wrap, SweepPI: a.SweepPI, Collect: a.Collect})
 	}
 	if len(s.Arms) == 0 {
 		return nil, errors.New("no [[arm]]")
+	}
+	s.Paper = f.Paper
+	if err := s.matrix(f); err != nil {
+		return nil, err
 	}
 	for _, v := range append([]Variant{{Name: "base", Up: s.Up, Down: s.Down}}, s.Variants...) {
 		for _, dir := range []string{"up", "down"} {
@@ -313,6 +362,131 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 		}
 	}
 	return s, nil
+}
+
+// piRE matches the PI values lanesd's [net.idletime] pi takes.
+var piRE = regexp.MustCompile(`^(off|0|inf|auto|adaptive|[0-9.]+(ns|us|µs|ms|s))$`)
+
+func (s *Scenario) matrix(f *fileScenario) error {
+	m := f.Matrix
+	if m == nil {
+		for _, a := range s.Arms {
+			if a.SweepPI {
+				return fmt.Errorf("arm %s: pi_sweep needs [matrix] pi", a.Name)
+			}
+		}
+		return nil
+	}
+	s.Matrix = &Matrix{Intensities: m.Intensity, PIs: m.PI, ReferenceArm: m.ReferenceArm, ReferencePI: m.ReferencePI}
+	seen := map[float64]bool{}
+	for _, x := range m.Intensity {
+		if x <= 0 || x > 100 || seen[x] {
+			return fmt.Errorf("matrix: intensity %v: want distinct percentages in (0, 100]", x)
+		}
+		seen[x] = true
+	}
+	if len(m.Intensity) == 0 {
+		s.Matrix.Intensities = []float64{100}
+	}
+	sort.Float64s(s.Matrix.Intensities)
+	swept := false
+	for _, a := range s.Arms {
+		swept = swept || a.SweepPI
+	}
+	if swept && len(m.PI) == 0 {
+		return errors.New("matrix: arms sweep the PI but [matrix] pi is empty")
+	}
+	for _, pi := range append(append([]string(nil), m.PI...), m.ReferencePI) {
+		if pi != "" && !piRE.MatchString(pi) {
+			return fmt.Errorf("matrix: pi %q: want off, 0, a duration (20ms), inf, auto or adaptive", pi)
+		}
+	}
+	if m.ReferenceArm != "" {
+		a, ok := s.Arm(m.ReferenceArm)
+		switch {
+		case !ok:
+			return fmt.Errorf("matrix: reference_arm %q: no such arm", m.ReferenceArm)
+		case a.SweepPI && m.ReferencePI == "":
+			return fmt.Errorf("matrix: reference_arm %s sweeps the PI: set reference_pi", a.Name)
+		}
+	}
+	for _, w := range s.Workloads {
+		if w.Role == Foreground && w.Spec.Intensity > 0 {
+			return fmt.Errorf("workload %s: the matrix sets the foreground's intensity; leave it out", w.Spec.Name)
+		}
+	}
+	return nil
+}
+
+// restrict replaces the matrix's intensities and PIs with those given
+// (none: keep the file's).
+func (s *Scenario) restrict(intensities []float64, pis []string) error {
+	if len(intensities) == 0 && len(pis) == 0 {
+		return nil
+	}
+	if s.Matrix == nil {
+		return errors.New("--intensity and --pi need a scenario with a [matrix]")
+	}
+	for _, x := range intensities {
+		if x <= 0 || x > 100 {
+			return fmt.Errorf("intensity %v: want a percentage in (0, 100]", x)
+		}
+	}
+	for _, pi := range pis {
+		if !piRE.MatchString(pi) {
+			return fmt.Errorf("pi %q: want off, 0, a duration (20ms), inf, auto or adaptive", pi)
+		}
+	}
+	m := *s.Matrix
+	if len(intensities) > 0 {
+		m.Intensities = append([]float64(nil), intensities...)
+		sort.Float64s(m.Intensities)
+	}
+	if len(pis) > 0 {
+		m.PIs = pis
+	}
+	s.Matrix = &m
+	return nil
+}
+
+// Intensities are the matrix's intensities in percent, or a single 0
+// (the workloads' own) without a matrix.
+func (s *Scenario) Intensities() []float64 {
+	if s.Matrix == nil {
+		return []float64{0}
+	}
+	return s.Matrix.Intensities
+}
+
+// ArmRun is an arm at one PI ("" for arms that do not sweep it).
+type ArmRun struct {
+	Arm Arm
+	PI  string
+}
+
+// Label names an arm run in tables: the arm, and its PI.
+func (a ArmRun) Label() string { return label(a.Arm.Name, a.PI) }
+
+func label(arm, pi string) string {
+	if pi == "" {
+		return arm
+	}
+	return arm + " PI " + pi
+}
+
+// ArmRuns expands arms into their runs: one per PI for arms that sweep it.
+func (s *Scenario) ArmRuns(arms []Arm) []ArmRun {
+	var out []ArmRun
+	for _, a := range arms {
+		if !a.SweepPI || s.Matrix == nil {
+			out = append(out, ArmRun{Arm: a})
+			continue
+		}
+		for _, pi := range s.Matrix.PIs {
+			out = append(out, ArmRun{Arm: a, PI: pi})
+		}
+	}
+	return out
 }
 
 func validNS(ns string, paths int) bool {

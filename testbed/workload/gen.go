@@ -213,9 +213,14 @@ func runReqResp(ctx context.Context, env Env, s Spec, dur time.Duration) (Result
 	if err := noWrap(env, s); err != nil {
 		return Result{}, err
 	}
-	cliNS, srvNS, _, srvAddr, err := env.ends(s)
+	cliNS, srvNS, cliAddr, srvAddr, err := env.ends(s)
 	if err != nil {
 		return Result{}, err
+	}
+	// Responses go down (the requester in src) unless the direction is up.
+	reqNS, respNS, respAddr := cliNS, srvNS, srvAddr
+	if s.Direction == "up" {
+		reqNS, respNS, respAddr = srvNS, cliNS, cliAddr
 	}
 	req, resp := s.ReqBytes, s.RespBytes
 	if req == 0 {
@@ -224,9 +229,9 @@ func runReqResp(ctx context.Context, env Env, s Spec, dur time.Duration) (Result
 	if resp == 0 {
 		resp = 1000
 	}
-	addr := &net.TCPAddr{IP: srvAddr.AsSlice(), Port: env.port(s)}
+	addr := &net.TCPAddr{IP: respAddr.AsSlice(), Port: env.port(s)}
 	var ln *net.TCPListener
-	if err := netns.Do(srvNS, func() (err error) { ln, err = net.ListenTCP("tcp4", addr); return err }); err != nil {
+	if err := netns.Do(respNS, func() (err error) { ln, err = net.ListenTCP("tcp4", addr); return err }); err != nil {
 		return Result{}, fmt.Errorf("listen %v: %w", addr, err)
 	}
 	defer ln.Close()
@@ -251,7 +256,7 @@ func runReqResp(ctx context.Context, env Env, s Spec, dur time.Duration) (Result
 		}
 	}()
 	var conn net.Conn
-	if err := netns.Do(cliNS, func() (err error) {
+	if err := netns.Do(reqNS, func() (err error) {
 		d := net.Dialer{Timeout: 5 * time.Second}
 		conn, err = d.DialContext(ctx, "tcp4", addr.String())
 		return err
@@ -262,9 +267,22 @@ func runReqResp(ctx context.Context, env Env, s Spec, dur time.Duration) (Result
 	rng := rand.New(rand.NewPCG(uint64(env.Index), 42))
 	in, out := make([]byte, resp), make([]byte, req)
 	var lat []time.Duration
-	end := time.Now().Add(dur)
+	period, intensity := s.Period, s.Intensity
+	if period <= 0 {
+		period = DefaultPeriod
+	}
+	start := time.Now()
+	end := start.Add(dur)
 	conn.SetDeadline(end.Add(5 * time.Second))
-	for time.Now().Before(end) && ctx.Err() == nil {
+	for now := start; now.Before(end) && ctx.Err() == nil; now = time.Now() {
+		// At an intensity below 1, requests start only in the first
+		// intensity·period of each period (seed 003's duty cycle).
+		if intensity > 0 && intensity < 1 {
+			if next, on := duty(start, now, period, intensity); !on {
+				sleepUntil(next)
+				continue
+			}
+		}
 		t0 := time.Now()
 		if _, err := conn.Write(out); err != nil {
 			return Result{}, fmt.Errorf("request: %w", err)

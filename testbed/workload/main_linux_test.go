@@ -15,7 +15,18 @@ import (
 // other testbed packages' tests (run in parallel by go test) do not
 // disturb the figures these tests check. Without root there is no lock to
 // take; the privileged tests then fail or skip on their own.
+//
+// With LANES_TEST_GEN set the test binary is a generator process
+// (Env.Gen): it runs GenMain on its last argument, as `lanes bench gen`
+// does.
 func TestMain(m *testing.M) {
+	if os.Getenv("LANES_TEST_GEN") != "" {
+		if err := GenMain(context.Background(), os.Args[len(os.Args)-1], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Geteuid() == 0 {
 		unlock, err := netns.LockHost(context.Background(), func() {
 			fmt.Fprintln(os.Stderr, "waiting for the testbed lock", netns.LockPath)

@@ -16,6 +16,11 @@ type Env struct {
 	// process in src, e.g. {"/usr/bin/lanes", "run", "-l", "background",
 	// "--"}. Go generators run inside this process and cannot be wrapped.
 	Wrap []string
+	// Gen is the command of a generator process, which gets a GenRequest
+	// as JSON for its last argument and runs GenMain, e.g. {"/usr/bin/lanes",
+	// "bench", "gen"}. The pulse and greedy senders run in it (and can then
+	// be wrapped); without it they run in this process.
+	Gen []string
 	// Index numbers the workload within its scenario, for default ports.
 	Index int
 	Logf  func(format string, args ...any)
@@ -69,6 +74,10 @@ func Run(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, error
 		r, err = runFio(ctx, env, s, dur)
 	case StressNG:
 		r, err = runStressNG(ctx, env, s, dur)
+	case Pulse:
+		r, err = runPulse(ctx, env, s, dur)
+	case Greedy:
+		r, err = runGreedy(ctx, env, s, dur)
 	}
 	r.Name, r.Kind = s.Name, s.Kind
 	if err != nil {

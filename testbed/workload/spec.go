@@ -16,14 +16,29 @@ const (
 	ReqResp  = "rr"        // Go: request/response over TCP with think times
 	Fio      = "fio"       // disk load, Args passed to fio
 	StressNG = "stress-ng" // CPU/memory load, Args passed to stress-ng
+	// Pulse is TCP at an intensity (seed 003): the sender writes as fast
+	// as the socket takes data during the first Intensity·Period of every
+	// Period and is silent for the rest.
+	Pulse = "pulse"
+	// Greedy is seed 003's greedy UDP background: datagrams of
+	// PacketBytes as fast as the socket takes them (capped at Rate if set);
+	// when the kernel refuses one (ENOBUFS: the qdisc is full; EAGAIN: the
+	// socket buffer is) the sender sleeps a random 10–15 ms.
+	Greedy = "greedy"
 )
+
+// DefaultPeriod is the period of an intensity's duty cycle: seed 003 makes
+// at least one request per 100 ms scheduling quantum.
+const DefaultPeriod = 100 * time.Millisecond
 
 // Spec describes one workload of a scenario.
 type Spec struct {
 	Name string // unique within a scenario, e.g. "fg"
 	Kind string
 	// Direction "up" sends from src to dst, "down" from dst to src. The
-	// client process always runs in src (the host lanes manages).
+	// client process always runs in src (the host lanes manages). For rr
+	// the direction is the responses': "up" puts the responder in src and
+	// the requester in dst; empty or "down" the requester in src.
 	Direction string
 	Path      int // which path of the topology (0 for the line)
 	Port      int // base port; 0 picks one from the workload's index
@@ -42,6 +57,17 @@ type Spec struct {
 	Think       time.Duration
 	ThinkExp    bool     // exponential think times with mean Think
 	Args        []string // fio / stress-ng arguments
+	// Intensity is the foreground's duty cycle in (0, 1] (pulse, rr): the
+	// share of each Period in which it generates requests (seed 003's
+	// intensity). 0 means 1: always.
+	Intensity float64
+	// Period of the duty cycle (DefaultPeriod if 0).
+	Period time.Duration
+	// SndBuf is the sender's SO_SNDBUF in bytes: pulse's default is the
+	// kernel's autotuning (its unsent data is bounded by
+	// TCP_NOTSENT_LOWAT instead), greedy's 4 MiB, so that the qdisc, not
+	// the socket, refuses datagrams first.
+	SndBuf int
 	// Warmup is the first part of the run left out of the throughput
 	// (iperf3): a background flow started early is measured over the same
 	// window as the others.
@@ -51,7 +77,7 @@ type Spec struct {
 // Validate checks a spec.
 func (s Spec) Validate() error {
 	switch s.Kind {
-	case IPerf3, IRTT, Audio, Video, ReqResp, Fio, StressNG:
+	case IPerf3, IRTT, Audio, Video, ReqResp, Fio, StressNG, Pulse, Greedy:
 	default:
 		return fmt.Errorf("workload %s: unknown kind %q", s.Name, s.Kind)
 	}
@@ -60,6 +86,15 @@ func (s Spec) Validate() error {
 	}
 	if s.Kind == IPerf3 && s.Protocol == "udp" && s.Rate == 0 {
 		return fmt.Errorf("workload %s: udp needs a rate", s.Name)
+	}
+	if s.Intensity < 0 || s.Intensity > 1 {
+		return fmt.Errorf("workload %s: intensity %v: want a share in (0, 1]", s.Name, s.Intensity)
+	}
+	if s.Intensity > 0 && s.Kind != Pulse && s.Kind != ReqResp {
+		return fmt.Errorf("workload %s: intensity applies to pulse and rr, not %s", s.Name, s.Kind)
+	}
+	if s.Period < 0 || s.SndBuf < 0 {
+		return fmt.Errorf("workload %s: negative period or sndbuf", s.Name)
 	}
 	if s.Kind == Video && (s.FPS <= 0 || s.FrameBytes <= 0) {
 		return fmt.Errorf("workload %s: video needs fps and frame_bytes", s.Name)
@@ -89,6 +124,9 @@ type Result struct {
 	SendJitter time.Duration `json:"send_jitter_ns,omitempty"`
 	FPS        float64       `json:"fps,omitempty"` // video: complete frames per second
 	Count      int           `json:"count,omitempty"`
+	// Stalls counts the greedy sender's back-offs (a datagram refused
+	// with ENOBUFS or EAGAIN, then 10–15 ms asleep).
+	Stalls int `json:"stalls,omitempty"`
 }
 
 func percentile(s []time.Duration, p float64) time.Duration {

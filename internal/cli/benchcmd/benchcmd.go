@@ -5,18 +5,21 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lanes-qos/lanes/bench"
+	"github.com/lanes-qos/lanes/testbed/workload"
 )
 
 // New returns the `lanes bench` command.
 func New() *cobra.Command {
 	var opts bench.Options
 	var sweep, verbose bool
+	var rewrite string
 	cmd := &cobra.Command{
 		Use:   "bench [flags] SCENARIO.toml",
 		Short: "Run a network benchmark scenario with its arms side by side (root)",
@@ -28,14 +31,31 @@ reference phases (idle link, foreground alone, background alone) and every arm
 background's share of the leftover capacity, interactive latency against the
 idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
 
---sweep removes namespaces and devices a crashed run left.`,
+--sweep removes namespaces and devices a crashed run left. --rewrite FILE.json
+reports the measurements of an earlier run again (e.g. with a newer report).`,
 		Example: `  sudo lanes bench bench/scenarios/s1.toml
   sudo lanes bench --repeats 1 --duration 8s --out /tmp/s1 bench/scenarios/s1.toml
+  sudo lanes bench --repeats 3 --intensity 10,50,90 --pi 0,2ms,auto bench/scenarios/s3-idle-rr.toml
   sudo lanes bench --sweep`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			logf := func(string, ...any) {}
 			if verbose {
 				logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }
+			}
+			if rewrite != "" {
+				if len(args) > 1 {
+					return fmt.Errorf("bench --rewrite takes at most the scenario")
+				}
+				scenario := ""
+				if len(args) == 1 {
+					scenario = args[0]
+				}
+				files, err := bench.Rewrite(rewrite, scenario, opts.OutDir)
+				if err != nil {
+					return fmt.Errorf("bench: %w", err)
+				}
+				fmt.Fprintf(os.Stderr, "bench: wrote %s\n", strings.Join(files, ", "))
+				return nil
 			}
 			if sweep {
 				if len(args) > 0 {
@@ -74,8 +94,33 @@ idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
 	f.IntVar(&opts.Repeats, "repeats", 0, "repeat each arm this many times (default: the scenario's)")
 	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms (repeatable; default all)")
 	f.DurationVar(&opts.Duration, "duration", 0, "length of each measured phase (default: the scenario's)")
+	f.Float64SliceVar(&opts.Intensities, "intensity", nil, "matrix scenarios: run only these foreground intensities, in percent (default: the scenario's)")
+	f.StringSliceVar(&opts.PIs, "pi", nil, "matrix scenarios: run the PI-sweeping arms at these PIs (default: the scenario's)")
 	f.StringVar(&opts.LanesBin, "lanes", "", "lanes binary for the lanes arm ($LANES; default this binary)")
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
+	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
+	cmd.AddCommand(genCommand())
 	return cmd
+}
+
+// genCommand is the hidden `lanes bench gen REQUEST`: a workload
+// generator process that the runner starts in a namespace (under `lanes
+// run` when the arm puts the workload in a lane). REQUEST is a
+// workload.GenRequest as JSON; the sender's counts are printed as JSON.
+func genCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "gen REQUEST",
+		Short:  "Run one workload sender of a benchmark (started by the runner)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := workload.GenMain(ctx, args[0], cmd.OutOrStdout()); err != nil {
+				return fmt.Errorf("bench gen: %w", err)
+			}
+			return nil
+		},
+	}
 }

@@ -59,9 +59,10 @@ func newLoop(tb testing.TB, sizeMiB int) *loopDev {
 	f.Close()
 	out, err := exec.Command("losetup", "--direct-io=on", "--show", "-f", file).CombinedOutput()
 	if err != nil && strings.Contains(string(out), "unrecognized option") {
-		// busybox losetup (the kernel-matrix guests): no direct I/O to the
-		// backing file, which changes speeds but not what the gates do.
-		out, err = exec.Command("losetup", "--show", "-f", file).CombinedOutput()
+		// busybox losetup (the kernel-matrix guests) has neither --show
+		// nor --direct-io: no direct I/O to the backing file, which changes
+		// speeds but not what the gates do.
+		out, err = attachLoop(file)
 	}
 	if err != nil {
 		tb.Fatalf("losetup: %v: %s", err, out)
@@ -296,4 +297,19 @@ func drivePI(ctx context.Context, g idletime.Gate, events <-chan idletime.Event,
 		}
 		st.held += time.Duration(monoNow() - held)
 	}
+}
+
+// attachLoop attaches file to the first free loop device the busybox way
+// ("losetup -f" names it, "losetup DEV FILE" attaches) and returns the
+// device's path.
+func attachLoop(file string) ([]byte, error) {
+	out, err := exec.Command("losetup", "-f").CombinedOutput()
+	if err != nil {
+		return out, err
+	}
+	dev := strings.TrimSpace(string(out))
+	if out, err := exec.Command("losetup", dev, file).CombinedOutput(); err != nil {
+		return out, err
+	}
+	return []byte(dev), nil
 }

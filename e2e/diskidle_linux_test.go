@@ -21,8 +21,11 @@ func TestDiskIdletimeThroughLanesd(t *testing.T) {
 	}
 	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).Output()
 	if err != nil {
-		// busybox losetup has no --direct-io.
-		out, err = exec.Command("losetup", "--find", "--show", img).Output()
+		// busybox losetup has neither --show nor --direct-io.
+		out, err = exec.Command("losetup", "-f").Output()
+		if err == nil {
+			err = exec.Command("losetup", strings.TrimSpace(string(out)), img).Run()
+		}
 	}
 	if err != nil {
 		t.Skipf("no loop device: %v", err)

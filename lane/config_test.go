@@ -457,7 +457,7 @@ func FuzzParse(f *testing.F) {
 
 func TestIdletimeConfig(t *testing.T) {
 	d := Default()
-	if d.Net.Idle.PI.Mode != PIAuto || d.Net.Idle.PI.Min != 2*time.Millisecond || d.Net.Idle.PI.Max != 100*time.Millisecond || d.Net.Idle.PI.K != 4 || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
+	if d.Net.Idle.PI.Mode != PIFixed || d.Net.Idle.PI.Length != 5*time.Millisecond || d.Net.Idle.PI.Min != 2*time.Millisecond || d.Net.Idle.PI.Max != 100*time.Millisecond || d.Net.Idle.PI.K != 4 || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
 		t.Errorf("default net.idletime = %+v", d.Net.Idle)
 	}
 	if d.DiskIdle.PI.Mode != PIOff {

@@ -16,9 +16,9 @@ import (
 //     the background group's bios from everyone else's by cgroup, stamps
 //     the last foreground and background times, and posts one Event when
 //     foreground I/O arrives while the gate is released.
-//   - Hold: a blk-throttle limit of 1 byte/s for reads and writes on the
+//   - Hold: a blk-throttle limit of 2 bytes/s for reads and writes on the
 //     device for the background group (v1 blkio.throttle.*_bps_device, or
-//     v2 io.max rbps=1 wbps=1). New background bios wait in the throttle
+//     v2 io.max rbps=2 wbps=2). New background bios wait in the throttle
 //     queue, above the I/O scheduler, so the device never sees them; bios
 //     already dispatched complete (a started request is not preempted).
 //   - Release: the limit is lifted, blk-throttle dispatches the waiting
@@ -85,23 +85,27 @@ func (b throttleBackend) String() string {
 	return "cgroup v2 io.max"
 }
 
+// holdBps is the throttle limit, in bytes/s, that holds a group's I/O.
+const holdBps = "2"
+
 // throttleWrite is one write to a throttle file.
 type throttleWrite struct{ file, value string }
 
 // throttleWrites lists what holds (hold) or releases d for backend b. The
-// hold is 1 byte/s, the smallest limit the files take (0 means "none"):
-// a 4 KiB bio would wait more than an hour, i.e. until the release.
+// hold is 2 bytes/s, the smallest limit every kernel's files take (0 is
+// "none", and io.max before 6.x refuses 1): a 4 KiB bio would wait more
+// than half an hour, i.e. until the release.
 func throttleWrites(b throttleBackend, d Device, hold bool) []throttleWrite {
 	mm := d.MajMin()
 	if b == throttleV2 {
 		if hold {
-			return []throttleWrite{{"io.max", mm + " rbps=1 wbps=1"}}
+			return []throttleWrite{{"io.max", mm + " rbps=" + holdBps + " wbps=" + holdBps}}
 		}
 		return []throttleWrite{{"io.max", mm + " rbps=max wbps=max"}}
 	}
 	v := " 0"
 	if hold {
-		v = " 1"
+		v = " " + holdBps
 	}
 	return []throttleWrite{{"blkio.throttle.read_bps_device", mm + v}, {"blkio.throttle.write_bps_device", mm + v}}
 }

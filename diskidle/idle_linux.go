@@ -342,7 +342,7 @@ type diskGate struct {
 func (g *diskGate) Name() string { return g.dev.gateName() }
 
 // Hold disarms the detector (no events while held) and throttles the
-// background group on the device to 1 byte/s.
+// background group on the device to 2 bytes/s.
 func (g *diskGate) Hold() error {
 	if g.held {
 		return nil
@@ -404,7 +404,7 @@ func (g *diskGate) armed() (bool, error) {
 	return v == 1, nil
 }
 
-// ClearIdleHolds lifts every idletime hold (a 1 byte/s throttle limit)
+// ClearIdleHolds lifts every idletime hold (a 1 or 2 bytes/s throttle limit)
 // found in a background group's throttle files — what a daemon that was
 // killed while holding left behind. lanes sets no other throttle limits
 // in its groups; other limits are left alone. Missing files are fine.
@@ -429,10 +429,10 @@ func ClearIdleHolds(bgV1Dir, bgV2Dir string) error {
 			}
 		}
 	}
-	v1Held := func(f []string) bool { return f[1] == "1" }
+	v1Held := func(f []string) bool { return f[1] == "1" || f[1] == holdBps }
 	v1Lift := func(mm string) string { return mm + " 0" }
 	clear(bgV1Dir, "blkio.throttle.read_bps_device", v1Held, v1Lift)
 	clear(bgV1Dir, "blkio.throttle.write_bps_device", v1Held, v1Lift)
-	clear(bgV2Dir, "io.max", func(f []string) bool { return slices.Contains(f[1:], "rbps=1") }, func(mm string) string { return mm + " rbps=max wbps=max" })
+	clear(bgV2Dir, "io.max", func(f []string) bool { return slices.Contains(f[1:], "rbps=1") || slices.Contains(f[1:], "rbps="+holdBps) }, func(mm string) string { return mm + " rbps=max wbps=max" })
 	return errors.Join(errs...)
 }

@@ -42,9 +42,9 @@ func TestThrottleWrites(t *testing.T) {
 		hold bool
 		want []throttleWrite
 	}{
-		{throttleV1, true, []throttleWrite{{"blkio.throttle.read_bps_device", "7:1 1"}, {"blkio.throttle.write_bps_device", "7:1 1"}}},
+		{throttleV1, true, []throttleWrite{{"blkio.throttle.read_bps_device", "7:1 2"}, {"blkio.throttle.write_bps_device", "7:1 2"}}},
 		{throttleV1, false, []throttleWrite{{"blkio.throttle.read_bps_device", "7:1 0"}, {"blkio.throttle.write_bps_device", "7:1 0"}}},
-		{throttleV2, true, []throttleWrite{{"io.max", "7:1 rbps=1 wbps=1"}}},
+		{throttleV2, true, []throttleWrite{{"io.max", "7:1 rbps=2 wbps=2"}}},
 		{throttleV2, false, []throttleWrite{{"io.max", "7:1 rbps=max wbps=max"}}},
 	} {
 		if got := throttleWrites(tc.b, d, tc.hold); !reflect.DeepEqual(got, tc.want) {

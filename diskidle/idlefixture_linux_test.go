@@ -126,19 +126,23 @@ func newBgGroup(tb testing.TB) bgGroup {
 	if _, err := g.Create(); err != nil {
 		tb.Fatal(err)
 	}
+	b := bgGroup{g: g, v2: g.V2Path()}
+	if h.BlkioRoot != "" {
+		b.v1, _ = g.Dir(cgroup.Blkio)
+	}
 	tb.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
+		// A killed process cannot exit while its I/O is held: lift any
+		// hold still in place (cleanups run in reverse order, the gates'
+		// may come later).
+		deadline := time.Now().Add(10 * time.Second)
 		for g.Remove() != nil && time.Now().Before(deadline) {
+			ClearIdleHolds(b.v1, b.v2)
 			time.Sleep(20 * time.Millisecond)
 		}
 		if err := g.Remove(); err != nil {
 			tb.Errorf("group %s left behind: %v", g.Name(), err)
 		}
 	})
-	b := bgGroup{g: g, v2: g.V2Path()}
-	if h.BlkioRoot != "" {
-		b.v1, _ = g.Dir(cgroup.Blkio)
-	}
 	return b
 }
 

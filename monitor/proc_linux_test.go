@@ -291,16 +291,15 @@ func TestReadProcessChild(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ReadProcess(child): %v", err)
 		}
-		got = p.Exe
-		if p.Exe == want {
-			if p.Comm != "sleep" {
-				t.Errorf("Comm %q, want sleep", p.Comm)
-			}
+		got = p.Exe + " (comm " + p.Comm + ")"
+		// exec switches the executable before it renames the task: wait
+		// for both.
+		if p.Exe == want && p.Comm == "sleep" {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("Exe %q, want %q", got, want)
+	t.Fatalf("Exe %s, want %q (comm sleep)", got, want)
 }
 
 func TestReadProcessGone(t *testing.T) {

@@ -69,8 +69,10 @@ func TestApplyProcessEveryThread(t *testing.T) {
 			t.Errorf("thread %d: class %q after ApplyProcess(idle), want idle", tid, p.class)
 		}
 	}
-	if len(saved) != len(orig) {
-		t.Errorf("saved %d threads, want %d", len(saved), len(orig))
+	// The Go child may start a thread of its own in between: at least
+	// every thread seen before must have been saved.
+	if len(saved) < len(orig) {
+		t.Errorf("saved %d threads, want at least %d", len(saved), len(orig))
 	}
 	again, err := ApplyProcess(c.PID(), lane.Disk{Class: lane.IOIdle})
 	if err != nil || len(again) != 0 {

@@ -137,6 +137,12 @@ func newBgGroup(tb testing.TB) bgGroup {
 		deadline := time.Now().Add(10 * time.Second)
 		for g.Remove() != nil && time.Now().Before(deadline) {
 			ClearIdleHolds(b.v1, b.v2)
+			// fio runs its jobs in child processes: kill whatever is left.
+			if pids, err := g.Procs(); err == nil {
+				for _, pid := range pids {
+					unix.Kill(pid, unix.SIGKILL)
+				}
+			}
 			time.Sleep(20 * time.Millisecond)
 		}
 		if err := g.Remove(); err != nil {

@@ -378,22 +378,32 @@ func (e *Engine) Members(laneName string) ([]int, error) {
 func (e *Engine) ReleaseLane(groupName string, recs map[int]ProcRecord) error {
 	g := e.H.Group(groupName)
 	if g.Exists() {
+		// Bounded: processes may fork while we empty the group, and an
+		// exiting task keeps the group busy until it is gone (seen on slow,
+		// emulated machines): empty, try to remove, and again for up to 2 s.
 		var errs []error
-		// Bounded: processes may fork while we empty the group.
-		for range 5 {
-			pids, err := g.Procs()
-			if err != nil || len(pids) == 0 {
-				break
-			}
-			for _, pid := range pids {
-				if err := e.release(pid, recs); err != nil && !isGone(err) {
-					errs = append(errs, err)
+		for attempt := 0; ; attempt++ {
+			errs = errs[:0]
+			for range 5 {
+				pids, err := g.Procs()
+				if err != nil || len(pids) == 0 {
+					break
+				}
+				for _, pid := range pids {
+					if err := e.release(pid, recs); err != nil && !isGone(err) {
+						errs = append(errs, err)
+					}
 				}
 			}
-		}
-		if err := g.Remove(); err != nil {
-			errs = append(errs, err)
-			return errors.Join(errs...)
+			err := g.Remove()
+			if err == nil {
+				break
+			}
+			if attempt >= 40 {
+				errs = append(errs, err)
+				return errors.Join(errs...)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 		e.logf("removed cgroup %s", groupName)
 	}

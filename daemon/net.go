@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lanes-qos/lanes/idletime"
 	"slices"
 	"time"
 
@@ -175,7 +176,16 @@ func (d *Daemon) startNetIdle(cfg *lane.Config) error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	events, err := d.net.e.IdleEvents(ctx, gates...)
+	// The previous run's reader ends asynchronously after its context is
+	// cancelled: give it up to a second.
+	var events <-chan idletime.Event
+	var err error
+	for try := 0; try < 100; try++ {
+		if events, err = d.net.e.IdleEvents(ctx, gates...); !errors.Is(err, netsched.ErrIdleReaderRunning) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err != nil {
 		cancel()
 		return idleErr("net", err)

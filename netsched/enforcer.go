@@ -1,5 +1,7 @@
 package netsched
 
+import "errors"
+
 // Direction of a lane's counters.
 const (
 	Egress  = "egress"  // upload: the interface's own tree
@@ -68,3 +70,7 @@ const (
 // Cleanup still removes the directory so that a later version's pins
 // never outlive a crash.
 const PinDir = "/sys/fs/bpf/lanes"
+
+// ErrIdleReaderRunning is returned by IdleEvents while an earlier reader
+// has not ended yet (it ends shortly after its context is cancelled).
+var ErrIdleReaderRunning = errors.New("a reader is already running")

@@ -566,7 +566,7 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 		return nil, fmt.Errorf("idletime events: %w", e.idleErr)
 	}
 	if e.evReading {
-		return nil, errors.New("idletime events: a reader is already running")
+		return nil, fmt.Errorf("idletime events: %w", ErrIdleReaderRunning)
 	}
 	if len(gates) == 0 {
 		gates = e.allGatesLocked()

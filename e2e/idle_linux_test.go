@@ -71,6 +71,25 @@ func TestIdletimeThroughLanesd(t *testing.T) {
 	if r := e.lanes("status"); r.code != 0 || !strings.Contains(r.stdout, "IDLETIME") || !strings.Contains(r.stdout, p.dev+"/egress") {
 		t.Errorf("lanes status shows no idletime table:\n%s%s", r.stdout, r.stderr)
 	}
+	// A reload restarts the controller on the rebuilt trees (its event
+	// reader must have ended first): the gate is back, and no health entry.
+	if r := e.lanes("reload"); r.code != 0 {
+		t.Fatalf("reload: %s", r.stderr)
+	}
+	var st2 api.Status
+	e.lanesJSON(&st2, "status")
+	found := false
+	for _, g := range st2.Idletime {
+		found = found || g.Name == p.dev+"/egress"
+	}
+	if !found {
+		t.Errorf("after reload, no idletime gate %s/egress: %+v", p.dev, st2.Idletime)
+	}
+	for _, h := range st2.Health {
+		if strings.Contains(h.Code, "idletime") {
+			t.Errorf("after reload: health %s: %s", h.Code, h.Message)
+		}
+	}
 	e.stop()
 	if q := p.qdiscs(t); q != before {
 		t.Errorf("after stop:\n%s\nwant the original:\n%s", q, before)

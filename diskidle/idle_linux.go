@@ -433,6 +433,8 @@ func ClearIdleHolds(bgV1Dir, bgV2Dir string) error {
 	v1Lift := func(mm string) string { return mm + " 0" }
 	clear(bgV1Dir, "blkio.throttle.read_bps_device", v1Held, v1Lift)
 	clear(bgV1Dir, "blkio.throttle.write_bps_device", v1Held, v1Lift)
-	clear(bgV2Dir, "io.max", func(f []string) bool { return slices.Contains(f[1:], "rbps=1") || slices.Contains(f[1:], "rbps="+holdBps) }, func(mm string) string { return mm + " rbps=max wbps=max" })
+	clear(bgV2Dir, "io.max", func(f []string) bool {
+		return slices.Contains(f[1:], "rbps=1") || slices.Contains(f[1:], "rbps="+holdBps)
+	}, func(mm string) string { return mm + " rbps=max wbps=max" })
 	return errors.Join(errs...)
 }

@@ -27,12 +27,14 @@
 //  - Gates: a shaped device direction whose {ifindex, direction} is in
 //    idle_slot has a struct idle_gate in the mmapable array idle_gates. A
 //    packet of a class lane_flags marks LANE_F_IDLE is background: it
-//    stamps last_bg_ns. Any other IP packet is foreground: it stamps
+//    stamps last_bg_ns. A packet of a class marked LANE_F_QUIET (a lane
+//    with net.preempts = false) is ignored. Any other IP packet is
+//    foreground: it stamps
 //    last_fg_ns and, when user space left the gate open (it released the
 //    background TBF), closes it with a compare-and-swap and reports one
 //    struct idle_event in the ring buffer idle_events, so user space holds
 //    the background again. Foreground TCP packets with a full socket feed
-//    the gate's smoothed-RTT average (the "auto" PI length). The direction
+//    the gate's minimum-RTT average (the "auto" PI length). The direction
 //    is keyed by the device the packet was seen on (egress: the device;
 //    ingress: the real device, whose IFB holds the tree).
 //  - Marking: egress packets of a class with LANE_F_MARK_LE get DSCP LE
@@ -59,6 +61,7 @@
 // lane_flags bits.
 #define LANE_F_IDLE 1    // an idletime background class
 #define LANE_F_MARK_LE 2 // egress packets get DSCP LE
+#define LANE_F_QUIET 4   // packets neither foreground nor background to the gates
 // Gate directions (struct idle_key.dir).
 #define DIR_EGRESS 0
 #define DIR_INGRESS 1
@@ -102,7 +105,7 @@ struct idle_key {
 };
 
 // idle_gate is one gate's state, shared with user space through mmap:
-// the program writes the stamps, counters and srtt; user space sets open
+// the program writes the stamps, counters and rtt; user space sets open
 // (release) and clears it (hold), the program clears it on foreground.
 struct idle_gate {
 	__u64 last_fg_ns; // bpf_ktime_get_ns of the last foreground packet
@@ -111,7 +114,7 @@ struct idle_gate {
 	__u64 bg_pkts;
 	__u64 events; // events reported (opens closed by a foreground packet)
 	__u32 open;   // 1: background released, report the next foreground packet
-	__u32 srtt_us; // EWMA (gain 1/8) of foreground TCP sockets' srtt, µs
+	__u32 rtt_us; // EWMA (gain 1/8) of foreground TCP sockets' minimum RTT, µs
 };
 
 // idle_event reports foreground on an open gate.
@@ -198,22 +201,22 @@ static __always_inline __u32 lane_flags_of(__u32 cls)
 	return f ? *f : 0;
 }
 
-// srtt_of returns the smoothed RTT (µs) of a TCP full socket, 0 if none.
-static __always_inline __u32 srtt_of(struct bpf_sock *sk)
+// rtt_of returns the minimum RTT (µs) of a TCP full socket, 0 if none.
+static __always_inline __u32 rtt_of(struct bpf_sock *sk)
 {
 	if (!sk || sk->protocol != IPPROTO_TCP)
 		return 0;
 	struct bpf_tcp_sock *tp = bpf_tcp_sock(sk);
 	if (!tp)
 		return 0;
-	return tp->srtt_us >> 3;
+	return tp->rtt_min;
 }
 
 // idle_account stamps the gate of (ifindex, dir), if it has one, with a
 // packet of class cls (0: unclassified, the default lane), and reports
-// the foreground packet that closes an open gate. srtt is the smoothed RTT
+// the foreground packet that closes an open gate. rtt is the minimum RTT
 // (µs) of the packet's TCP socket, 0 if unknown.
-static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, __u32 srtt)
+static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, __u32 rtt)
 {
 	struct idle_key key = {.ifindex = ifindex, .dir = dir};
 	__u32 *slot = bpf_map_lookup_elem(&idle_slot, &key);
@@ -223,17 +226,20 @@ static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, __
 	struct idle_gate *g = bpf_map_lookup_elem(&idle_gates, &idx);
 	if (!g)
 		return;
+	__u32 flags = cls ? lane_flags_of(cls) : 0;
+	if (flags & LANE_F_QUIET)
+		return;
 	__u64 now = bpf_ktime_get_ns();
-	if (cls && (lane_flags_of(cls) & LANE_F_IDLE)) {
+	if (flags & LANE_F_IDLE) {
 		g->last_bg_ns = now;
 		__sync_fetch_and_add(&g->bg_pkts, 1);
 		return;
 	}
 	g->last_fg_ns = now;
 	__sync_fetch_and_add(&g->fg_pkts, 1);
-	if (srtt) {
-		__u32 old = g->srtt_us;
-		g->srtt_us = old ? old - (old >> 3) + (srtt >> 3) : srtt;
+	if (rtt) {
+		__u32 old = g->rtt_us;
+		g->rtt_us = old ? old - (old >> 3) + (rtt >> 3) : rtt;
 	}
 	if (g->open && __sync_val_compare_and_swap(&g->open, 1, 0) == 1) {
 		__sync_fetch_and_add(&g->events, 1);
@@ -314,7 +320,7 @@ int lanes_egress(struct __sk_buff *skb)
 		return TC_ACT_OK; // ARP, and the idletime kick frame: neither foreground nor background
 	if (cls && (lane_flags_of(cls) & LANE_F_MARK_LE))
 		mark_le(skb);
-	idle_account(skb->ifindex, DIR_EGRESS, cls, srtt_of(sk));
+	idle_account(skb->ifindex, DIR_EGRESS, cls, rtt_of(sk));
 	return TC_ACT_OK;
 }
 
@@ -434,17 +440,17 @@ int lanes_ingress(struct __sk_buff *skb)
 		sk = bpf_sk_lookup_udp(skb, &tuple, tuple_len, BPF_F_CURRENT_NETNS, 0);
 	}
 	__u32 cls = 0;
-	__u32 srtt = 0;
+	__u32 rtt = 0;
 	if (sk) {
 		cls = lane_of_sock(sk);
 		if (!cls)
 			cls = follow(skb, sk, dscp);
-		srtt = srtt_of(sk);
+		rtt = rtt_of(sk);
 		bpf_sk_release(sk);
 		if (cls)
 			skb->priority = cls;
 	}
-	idle_account(skb->ifindex, DIR_INGRESS, cls, srtt);
+	idle_account(skb->ifindex, DIR_INGRESS, cls, rtt);
 	return TC_ACT_UNSPEC;
 out:
 	idle_account(skb->ifindex, DIR_INGRESS, 0, 0);

@@ -41,9 +41,9 @@ func policyOf(p lane.PI) (pol idletime.Policy, ok bool) {
 	return idletime.Policy{}, false
 }
 
-// startIdle starts a controller over gates fed by events. srtt, when not
+// startIdle starts a controller over gates fed by events. rtt, when not
 // nil, is polled every 100 ms for the Auto policy's input.
-func (d *Daemon) startIdle(p lane.PI, gates []idletime.Gate, events <-chan idletime.Event, srtt func() time.Duration, stop func()) (*idleRun, error) {
+func (d *Daemon) startIdle(p lane.PI, gates []idletime.Gate, events <-chan idletime.Event, rtt func() time.Duration, stop func()) (*idleRun, error) {
 	pol, _ := policyOf(p)
 	ctrl, err := idletime.NewController(pol, gates, d.logf)
 	if err != nil {
@@ -57,7 +57,7 @@ func (d *Daemon) startIdle(p lane.PI, gates []idletime.Gate, events <-chan idlet
 			d.logf("idletime: %v", err)
 		}
 	}()
-	if srtt != nil && pol.Mode == idletime.Auto {
+	if rtt != nil && pol.Mode == idletime.Auto {
 		go func() {
 			t := time.NewTicker(100 * time.Millisecond)
 			defer t.Stop()
@@ -66,8 +66,8 @@ func (d *Daemon) startIdle(p lane.PI, gates []idletime.Gate, events <-chan idlet
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					if s := srtt(); s > 0 {
-						ctrl.SetSRTT(s)
+					if s := rtt(); s > 0 {
+						ctrl.SetRTT(s)
 					}
 				}
 			}

@@ -161,8 +161,11 @@ func idletimeOf(cfg *lane.Config) netsched.Idletime {
 	}
 	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress}
 	for _, name := range cfg.Order {
-		if cfg.Lanes[name].Net.Idletime {
+		switch l := cfg.Lanes[name]; {
+		case l.Net.Idletime:
 			o.Lanes = append(o.Lanes, name)
+		case l.Net.Quiet:
+			o.Quiet = append(o.Quiet, name)
 		}
 	}
 	return o
@@ -191,14 +194,14 @@ func (d *Daemon) startNetIdle(cfg *lane.Config) error {
 		return idleErr("net", err)
 	}
 	e, ifaces := d.net.e, slices.Clone(d.net.ifaces)
-	srtt := func() time.Duration {
+	rtt := func() time.Duration {
 		var m time.Duration
 		for _, iface := range ifaces {
-			m = max(m, e.ForegroundSRTT(iface))
+			m = max(m, e.ForegroundRTT(iface))
 		}
 		return m
 	}
-	r, err := d.startIdle(cfg.Net.Idle.PI, gates, events, srtt, cancel)
+	r, err := d.startIdle(cfg.Net.Idle.PI, gates, events, rtt, cancel)
 	if err != nil {
 		cancel()
 		return idleErr("net", err)

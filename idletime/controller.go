@@ -69,7 +69,7 @@ const (
 // whose Hold fails stays released and is re-armed 25 ms later, one whose
 // Release fails stays held and is released again 25 ms later.
 //
-// Run holds the loop; Stats and SetSRTT may be called from any goroutine.
+// Run holds the loop; Stats and SetRTT may be called from any goroutine.
 type Controller struct {
 	policy Policy
 	logf   func(string, ...any)
@@ -79,7 +79,7 @@ type Controller struct {
 	active atomic.Bool
 
 	mu      sync.Mutex // guards the fields below and those of gateCtl that Stats reads
-	srtt    time.Duration
+	rtt     time.Duration
 	ignored uint64
 	running bool
 	stopped Mono // when Run last ended
@@ -143,12 +143,12 @@ func monoNow() Mono {
 	return Mono(ts.Nano())
 }
 
-// SetSRTT gives the smoothed RTT of the foreground flows, the input of
+// SetRTT gives the minimum RTT of the foreground flows, the input of
 // mode Auto (other modes ignore it). It may be called from any goroutine;
 // a running PI moves to its new deadline at once.
-func (c *Controller) SetSRTT(d time.Duration) {
+func (c *Controller) SetRTT(d time.Duration) {
 	c.mu.Lock()
-	c.srtt = d
+	c.rtt = d
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -179,7 +179,7 @@ func (c *Controller) Run(ctx context.Context, events <-chan Event) error {
 	for _, gc := range c.gates {
 		c.start(gc)
 	}
-	c.applySRTT()
+	c.applyRTT()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -199,7 +199,7 @@ func (c *Controller) Run(ctx context.Context, events <-chan Event) error {
 			}
 			c.event(e)
 		case <-c.wake:
-			c.applySRTT()
+			c.applyRTT()
 		case <-timer.C:
 		}
 	}
@@ -288,14 +288,14 @@ func (c *Controller) due(now Mono) {
 	}
 }
 
-// applySRTT sets every gate's PI from the smoothed RTT (mode Auto).
-func (c *Controller) applySRTT() {
+// applyRTT sets every gate's PI from the minimum RTT (mode Auto).
+func (c *Controller) applyRTT() {
 	if c.policy.Mode != Auto {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pi := c.policy.FromSRTT(c.srtt)
+	pi := c.policy.FromRTT(c.rtt)
 	for _, gc := range c.gates {
 		gc.pi = pi
 		gc.m.SetPI(pi)

@@ -269,7 +269,7 @@ func TestControllerScenarios(t *testing.T) {
 				t.Errorf("holds %d, releases %d; want 1, 2", holds, releases)
 			}
 		}},
-		{"auto follows SetSRTT", Policy{Mode: Auto, K: 2, Min: 5 * ms, Max: 2 * time.Second}, func(t *testing.T, h *harness) {
+		{"auto follows SetRTT", Policy{Mode: Auto, K: 2, Min: 5 * ms, Max: 2 * time.Second}, func(t *testing.T, h *harness) {
 			g := h.gates[0]
 			if s := h.stats(0); s.PI != 2*time.Second {
 				t.Errorf("PI before an RTT sample %v, want Max 2s", s.PI)
@@ -278,15 +278,15 @@ func TestControllerScenarios(t *testing.T) {
 			h.fire(0)
 			waitFor(t, "hold", g.isHeld)
 			set := time.Now()
-			h.c.SetSRTT(10 * ms)
+			h.c.SetRTT(10 * ms)
 			waitFor(t, "release", func() bool { return !g.isHeld() })
 			if d := time.Since(set); d > time.Second {
-				t.Errorf("released %v after SetSRTT(10ms), want about 20ms", d)
+				t.Errorf("released %v after SetRTT(10ms), want about 20ms", d)
 			}
 			if s := h.stats(0); s.PI != 20*ms {
-				t.Errorf("PI %v after SetSRTT(10ms), want 20ms", s.PI)
+				t.Errorf("PI %v after SetRTT(10ms), want 20ms", s.PI)
 			}
-			h.c.SetSRTT(time.Microsecond)
+			h.c.SetRTT(time.Microsecond)
 			waitFor(t, "PI clamped to Min", func() bool { return h.stats(0).PI == 5*ms })
 		}},
 		{"hold error is logged, counted, gate stays released", Policy{PI: 20 * ms}, func(t *testing.T, h *harness) {

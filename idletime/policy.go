@@ -16,7 +16,7 @@ const (
 	// Fixed uses Policy.PI; 0 is a plain priority queue, Infinite never
 	// lets background run after foreground.
 	Fixed Mode = iota
-	// Auto uses K times the smoothed RTT of the foreground flows (the
+	// Auto uses K times the minimum RTT of the foreground flows (the
 	// paper, Section 4: the PI must exceed the RTT estimate, with a small
 	// gain up to twice the RTT), clamped to [Min, Max]; Max before the
 	// first RTT sample.
@@ -59,7 +59,7 @@ type Policy struct {
 	Mode Mode
 	// PI is the PI length in mode Fixed: ≥ 0, Infinite allowed.
 	PI time.Duration
-	// K multiplies the smoothed RTT in mode Auto: > 0.
+	// K multiplies the minimum RTT in mode Auto: > 0.
 	K float64
 	// Min and Max bound the PI in modes Auto and Adaptive:
 	// 0 < Min ≤ Max. Adaptive starts at Max.
@@ -92,13 +92,13 @@ func (p Policy) Validate() error {
 }
 
 // String describes the policy for messages, e.g. "fixed 20ms",
-// "auto 2×srtt in [1ms, 100ms]", "adaptive in [1ms, 200ms]".
+// "auto 2×rtt in [1ms, 100ms]", "adaptive in [1ms, 200ms]".
 func (p Policy) String() string {
 	switch p.Mode {
 	case Fixed:
 		return "fixed " + FormatPI(p.PI)
 	case Auto:
-		return fmt.Sprintf("auto %g×srtt in [%v, %v]", p.K, p.Min, p.Max)
+		return fmt.Sprintf("auto %g×rtt in [%v, %v]", p.K, p.Min, p.Max)
 	}
 	return fmt.Sprintf("%v in [%v, %v]", p.Mode, p.Min, p.Max)
 }
@@ -112,17 +112,17 @@ func (p Policy) Initial() time.Duration {
 	return p.Max
 }
 
-// FromSRTT is the Auto mode's PI for a smoothed RTT: K·srtt clamped to
-// [Min, Max]; Max when srtt ≤ 0 (no sample). For other modes it returns
+// FromRTT is the Auto mode's PI for a minimum RTT: K·rtt clamped to
+// [Min, Max]; Max when rtt ≤ 0 (no sample). For other modes it returns
 // Initial.
-func (p Policy) FromSRTT(srtt time.Duration) time.Duration {
+func (p Policy) FromRTT(rtt time.Duration) time.Duration {
 	if p.Mode != Auto {
 		return p.Initial()
 	}
-	if srtt <= 0 {
+	if rtt <= 0 {
 		return p.Max
 	}
-	pi := p.K * float64(srtt)
+	pi := p.K * float64(rtt)
 	switch {
 	case pi >= float64(p.Max):
 		return p.Max

@@ -42,9 +42,9 @@ func TestPolicyValidate(t *testing.T) {
 	}
 }
 
-func TestPolicyFromSRTT(t *testing.T) {
+func TestPolicyFromRTT(t *testing.T) {
 	p := Policy{Mode: Auto, K: 2, Min: ms, Max: 100 * ms}
-	tests := []struct{ srtt, want time.Duration }{
+	tests := []struct{ rtt, want time.Duration }{
 		{0, 100 * ms}, // no sample yet: Max
 		{-1, 100 * ms},
 		{10 * ms, 20 * ms},
@@ -53,12 +53,12 @@ func TestPolicyFromSRTT(t *testing.T) {
 		{Infinite, 100 * ms},
 	}
 	for _, tt := range tests {
-		if got := p.FromSRTT(tt.srtt); got != tt.want {
-			t.Errorf("FromSRTT(%v) = %v, want %v", tt.srtt, got, tt.want)
+		if got := p.FromRTT(tt.rtt); got != tt.want {
+			t.Errorf("FromRTT(%v) = %v, want %v", tt.rtt, got, tt.want)
 		}
 	}
-	if got := (Policy{PI: 7 * ms}).FromSRTT(time.Second); got != 7*ms {
-		t.Errorf("fixed FromSRTT = %v, want the fixed 7ms", got)
+	if got := (Policy{PI: 7 * ms}).FromRTT(time.Second); got != 7*ms {
+		t.Errorf("fixed FromRTT = %v, want the fixed 7ms", got)
 	}
 }
 

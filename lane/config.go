@@ -180,6 +180,7 @@ type fileLaneNet struct {
 	Borrow   *bool   `toml:"borrow"`
 	Target   *string `toml:"target"`
 	Idletime *bool   `toml:"idletime"`
+	Preempts *bool   `toml:"preempts"`
 	Ports    []any   `toml:"ports"`
 }
 
@@ -297,8 +298,10 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	v.laneRates(c)
 	v.lanePorts(c)
 
-	if _, ok := c.Lanes[c.Default]; !ok {
+	if l, ok := c.Lanes[c.Default]; !ok {
 		v.add("default", "unknown lane %q (lanes: %s)", c.Default, strings.Join(c.Order, ", "))
+	} else if l.Net.Quiet && !l.Net.Idletime {
+		v.add("lanes."+c.Default+".net.preempts", "the default lane's packets always preempt: lanes cannot tell them from unclassified traffic (make another lane quiet, or change default)")
 	}
 	if v.pos.tables["rule"] {
 		v.add("rule", "write rules as [[rule]], an array of tables")
@@ -547,6 +550,12 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 		}
 		if n.Idletime != nil {
 			l.Net.Idletime = *n.Idletime
+		}
+		if n.Preempts != nil {
+			l.Net.Quiet = !*n.Preempts
+			if *n.Preempts && l.Net.Idletime {
+				v.add(key+".net.preempts", "an idletime lane's packets are background: they cannot preempt (set net.idletime = false, or drop preempts)")
+			}
 		}
 		if n.Target != nil {
 			d, err := time.ParseDuration(*n.Target)

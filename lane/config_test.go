@@ -457,11 +457,23 @@ func FuzzParse(f *testing.F) {
 
 func TestIdletimeConfig(t *testing.T) {
 	d := Default()
-	if d.Net.Idle.PI.Mode != PIFixed || d.Net.Idle.PI.Length != 5*time.Millisecond || d.Net.Idle.PI.Min != 2*time.Millisecond || d.Net.Idle.PI.Max != 100*time.Millisecond || d.Net.Idle.PI.K != 4 || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
+	if d.Net.Idle.PI.Mode != PIFixed || d.Net.Idle.PI.Length != 5*time.Millisecond || d.Net.Idle.PI.Min != 2*time.Millisecond || d.Net.Idle.PI.Max != 100*time.Millisecond || d.Net.Idle.PI.K != 1.5 || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
 		t.Errorf("default net.idletime = %+v", d.Net.Idle)
 	}
 	if d.DiskIdle.PI.Mode != PIOff {
 		t.Errorf("default disk.idletime.pi = %v, want off", d.DiskIdle.PI.Mode)
+	}
+	for name, l := range d.Lanes {
+		if l.Net.Quiet {
+			t.Errorf("default lane %s is quiet: every built-in lane preempts the background", name)
+		}
+	}
+	q, err := Parse("t.toml", []byte("[lanes.interactive]\nnet = { preempts = false }\n[lanes.probe]\nnet = { priority = 1, preempts = false }"))
+	if err != nil {
+		t.Fatalf("net.preempts = false: %v", err)
+	}
+	if !q.Lanes["interactive"].Net.Quiet || !q.Lanes["probe"].Net.Quiet || q.Lanes["normal"].Net.Quiet {
+		t.Errorf("net.preempts = false: interactive %v probe %v normal %v, want quiet, quiet, not", q.Lanes["interactive"].Net.Quiet, q.Lanes["probe"].Net.Quiet, q.Lanes["normal"].Net.Quiet)
 	}
 	good := []struct {
 		text string
@@ -502,6 +514,9 @@ pi_max = "50ms"`, PIAdaptive, 0},
 		{"[disk.idletime]\npi = \"200ms\"", `disk.idletime.devices: name the block devices`},
 		{"[net]\nclassifier = \"bpf\"", `t.toml:2: net.classifier: unknown classifier "bpf"`},
 		{"[disk.idletime]\ndevices = [\"sda\"]", `t.toml:2: disk.idletime.devices: "sda" is not a block device path`},
+		{"[lanes.background]\nnet = { preempts = true }", `t.toml:2: lanes.background.net.preempts: an idletime lane's packets are background`},
+		{"[lanes.normal]\nnet = { preempts = false }", `lanes.normal.net.preempts: the default lane's packets always preempt`},
+		{"[lanes.interactive]\nnet = { preempts = 0 }", `lanes.interactive`},
 	}
 	for _, tc := range bad {
 		_, err := Parse("t.toml", []byte(tc.text))

@@ -104,6 +104,13 @@ type Net struct {
 	// preemption interval after foreground traffic (NetGlobal.Idle).
 	// Built-in: background.
 	Idletime bool
+	// Quiet (config: net.preempts = false): the lane's packets do not
+	// start or extend preemption intervals — to the idletime gates they
+	// are neither foreground nor background, and they keep only the
+	// lane's priority. For a steady trickle (probes, keep-alives, a
+	// voice call) that would otherwise keep the idletime lanes held for
+	// good when its packets come closer together than the PI.
+	Quiet bool
 	// Ports are the lane's port rules: where lanes cannot classify packets
 	// by their socket's lane (no BPF), TCP and UDP packets from or to these
 	// ports go to the lane. No two lanes' rules overlap.
@@ -139,7 +146,7 @@ const (
 	// PIFixed: a configured length; Infinite (PIInfinite) never lets
 	// background start after foreground.
 	PIFixed PIMode = "fixed"
-	// PIAuto: K × the smoothed RTT of foreground TCP flows, in [Min, Max].
+	// PIAuto: K × the minimum RTT of foreground TCP flows, in [Min, Max].
 	PIAuto PIMode = "auto"
 	// PIAdaptive: lengthened on preemptions, shortened when foreground
 	// arrives at an idle resource or within the interval, in [Min, Max].
@@ -156,7 +163,7 @@ type PI struct {
 	Length time.Duration
 	// Min and Max bound PIAuto and PIAdaptive.
 	Min, Max time.Duration
-	// K is PIAuto's multiple of the foreground smoothed RTT.
+	// K is PIAuto's multiple of the foreground minimum RTT.
 	K float64
 }
 

@@ -45,7 +45,7 @@
 // starts IdleEvents once with the same gates, and hands both to the
 // idletime Controller, which calls Release after each preemption interval
 // and Hold on each event (the event reader has held the gate by then);
-// ForegroundSRTT feeds the "auto" PI length. After an Apply that adds or
+// ForegroundRTT feeds the "auto" PI length. After an Apply that adds or
 // removes interfaces or idletime lanes, it fetches the gates again and
 // restarts IdleEvents.
 package netsched

@@ -69,8 +69,8 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 	return nil, errUnsupported
 }
 
-// ForegroundSRTT returns 0.
-func (e *Enforcer) ForegroundSRTT(iface string) time.Duration { return 0 }
+// ForegroundRTT returns 0.
+func (e *Enforcer) ForegroundRTT(iface string) time.Duration { return 0 }
 
 // IdletimeErr is always errUnsupported off Linux.
 func (e *Enforcer) IdletimeErr() error { return errUnsupported }

@@ -51,6 +51,7 @@ const (
 
 	laneFlagIdle   = 1 // LANE_F_IDLE
 	laneFlagMarkLE = 2 // LANE_F_MARK_LE
+	laneFlagQuiet  = 4 // LANE_F_QUIET
 
 	// kickEthertype is IEEE 802 local experimental ethertype 1.
 	kickEthertype = 0x88B5
@@ -75,7 +76,7 @@ type gateMem struct {
 	BgPkts uint64
 	Events uint64
 	Open   uint32
-	SrttUs uint32
+	RttUs  uint32
 }
 
 // The layout must match the generated struct exactly.
@@ -186,9 +187,9 @@ func (g *netGate) LastBackground() (idletime.Mono, error) {
 	return idletime.Mono(atomic.LoadUint64(&g.mem.LastBg)), nil
 }
 
-// srtt is the gate's average foreground TCP smoothed RTT.
-func (g *netGate) srtt() time.Duration {
-	return time.Duration(atomic.LoadUint32(&g.mem.SrttUs)) * time.Microsecond
+// rtt is the gate's average foreground TCP minimum RTT.
+func (g *netGate) rtt() time.Duration {
+	return time.Duration(atomic.LoadUint32(&g.mem.RttUs)) * time.Microsecond
 }
 
 // send writes netlink requests in one batch and waits for one
@@ -412,6 +413,9 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 		if c.Mark {
 			f |= laneFlagMarkLE
 		}
+		if c.Quiet {
+			f |= laneFlagQuiet
+		}
 		var err error
 		if f != 0 {
 			err = e.objs.LaneFlags.Put(c.ClassID, f)
@@ -525,11 +529,11 @@ func (e *Enforcer) allGatesLocked() []idletime.Gate {
 	return gs
 }
 
-// ForegroundSRTT is the average smoothed RTT of the foreground TCP
+// ForegroundRTT is the average minimum RTT of the foreground TCP
 // connections whose packets iface carried (the larger of its directions'
 // averages; each an EWMA of gain 1/8 over packets), for the "auto" PI
 // length. 0 when none was seen or the interface has no gates.
-func (e *Enforcer) ForegroundSRTT(iface string) time.Duration {
+func (e *Enforcer) ForegroundRTT(iface string) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.ifaces[iface]
@@ -539,7 +543,7 @@ func (e *Enforcer) ForegroundSRTT(iface string) time.Duration {
 	var d time.Duration
 	for _, g := range st.gates {
 		if g != nil {
-			d = max(d, g.srtt())
+			d = max(d, g.rtt())
 		}
 	}
 	return d

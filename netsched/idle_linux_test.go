@@ -431,6 +431,75 @@ func TestIdleEvents(t *testing.T) {
 	}
 }
 
+// TestIdleQuietLane checks that a quiet lane's packets (net.preempts =
+// false) neither close a released gate nor stamp it as foreground, in both
+// directions, while the default lane's packets still do.
+func TestIdleQuietLane(t *testing.T) {
+	testutil.RequireRoot(t)
+	tp := newIdleTopo(t)
+	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	evs, err := e.IdleEvents(ctx, gates[dirEgress], gates[dirIngress])
+	if err != nil {
+		t.Fatal(err)
+	}
+	interactive := ClassID(Major, interactiveMinor)
+	udpSink(t, tp.dst, dstAddr, 6111, 0)
+	udpSink(t, tp.src, srcAddr, 6112, interactive)
+	udpSink(t, tp.src, srcAddr, 6113, 0)
+	tests := []struct {
+		name        string
+		g           *netGate
+		quiet, loud func(t *testing.T)
+	}{
+		{"egress", gates[dirEgress],
+			func(t *testing.T) {
+				sendN(t, nsSocket(t, tp.src, unix.SOCK_DGRAM, interactive), inet4(dstAddr, 6111), 20, 100)
+			},
+			func(t *testing.T) {
+				sendN(t, nsSocket(t, tp.src, unix.SOCK_DGRAM, 0), inet4(dstAddr, 6111), 2, 100)
+			}},
+		{"ingress", gates[dirIngress],
+			func(t *testing.T) {
+				// To a local socket of the interactive lane.
+				sendN(t, nsSocket(t, tp.dst, unix.SOCK_DGRAM, 0), inet4(srcAddr, 6112), 20, 100)
+			},
+			func(t *testing.T) {
+				sendN(t, nsSocket(t, tp.dst, unix.SOCK_DGRAM, 0), inet4(srcAddr, 6113), 2, 100)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.g.Release(); err != nil {
+				t.Fatal(err)
+			}
+			before := tt.g.stats()
+			fgBefore, _ := tt.g.LastForeground()
+			tt.quiet(t)
+			time.Sleep(100 * time.Millisecond)
+			select {
+			case ev := <-evs:
+				t.Fatalf("quiet lane's packets produced event %+v", ev)
+			default:
+			}
+			s := tt.g.stats()
+			if fg, _ := tt.g.LastForeground(); !s.Open || s.FgPkts != before.FgPkts || fg != fgBefore {
+				t.Fatalf("after 20 quiet packets: %+v, last foreground %d; want open, %d foreground packets, last foreground %d", s, fg, before.FgPkts, fgBefore)
+			}
+			tt.loud(t)
+			select {
+			case <-evs:
+			case <-time.After(2 * time.Second):
+				t.Fatal("no event for a default-lane packet on the released gate")
+			}
+			if err := tt.g.Hold(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // TestIdleReactionTime measures, over 600 holds, the time from the
 // kernel's stamp of a foreground packet on a released gate to the TBFs
 // being held (the event reader's hold, by default) and to the

@@ -92,6 +92,10 @@ type Class struct {
 	// Mark: the lane's upload packets carry DSCP LE (RFC 8622), so that
 	// the receiver (and the network) can treat them as background.
 	Mark bool `json:"mark,omitempty"`
+	// Quiet: the lane's packets neither start nor extend the idletime
+	// gates' preemption intervals (lane's net.preempts = false); they
+	// keep the lane's priority only.
+	Quiet bool `json:"quiet,omitempty"`
 	// Ports are the lane's port rules (net.ports), installed as u32
 	// filters only where packets cannot be classified by BPF.
 	Ports []lane.PortRule `json:"ports,omitempty"`
@@ -123,6 +127,10 @@ type Idletime struct {
 	// Follow: local sockets receiving DSCP LE or CS1 packets follow into
 	// the first of Lanes (in plan order). Needs the plan's Ingress.
 	Follow bool
+	// Quiet are lanes whose packets do not preempt the background
+	// (config: net.preempts = false). A name in both Lanes and Quiet is
+	// background.
+	Quiet []string
 }
 
 // Idle reports whether the plan has idletime background lanes.
@@ -168,6 +176,15 @@ func (p Plan) WithIdletime(o Idletime) (Plan, error) {
 		c.LeafHandle = ClassID(tbfMajorBase+uint16(c.ClassID&0xffff), 0)
 		c.Idle = true
 		c.Mark = o.Mark
+	}
+	for _, name := range o.Quiet {
+		i := slices.IndexFunc(p.Classes, func(c Class) bool { return c.Lane == name })
+		if i < 0 {
+			return Plan{}, fmt.Errorf("%w: interface %s: quiet lane %q has no class", ErrBadPlan, p.Iface, name)
+		}
+		if !p.Classes[i].Idle {
+			p.Classes[i].Quiet = true
+		}
 	}
 	if o.Follow {
 		for _, c := range p.Classes {

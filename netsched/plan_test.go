@@ -152,6 +152,8 @@ func TestWithIdletime(t *testing.T) {
 		{"two lanes, fq_codel plan, mark and follow", LeafFqCodel, Idletime{Lanes: []string{"bulk", lane.Background}, Mark: true, Follow: true}, false, []string{lane.Background, "bulk"}, bg},
 		{"unknown lane", LeafBfifo, Idletime{Lanes: []string{"nope"}}, true, nil, 0},
 		{"the default lane", LeafBfifo, Idletime{Lanes: []string{lane.Normal}}, true, nil, 0},
+		{"quiet interactive", LeafBfifo, Idletime{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive, lane.Background}}, false, []string{lane.Background}, 0},
+		{"unknown quiet lane", LeafBfifo, Idletime{Lanes: []string{lane.Background}, Quiet: []string{"nope"}}, true, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,6 +174,9 @@ func TestWithIdletime(t *testing.T) {
 			}
 			var idle []string
 			for _, c := range q.Classes {
+				if wantQuiet := !c.Idle && slices.Contains(tt.o.Quiet, c.Lane); c.Quiet != wantQuiet {
+					t.Errorf("lane %s: quiet %v, want %v", c.Lane, c.Quiet, wantQuiet)
+				}
 				if !c.Idle {
 					if c.Leaf != tt.leaf || c.Mark {
 						t.Errorf("lane %s changed: %+v", c.Lane, c)

@@ -29,14 +29,14 @@
 //    packet of a class lane_flags marks LANE_F_IDLE is background: it
 //    stamps last_bg_ns. A packet of a class marked LANE_F_QUIET (a lane
 //    with net.preempts = false) is ignored. Any other IP packet is
-//    foreground: it stamps
-//    last_fg_ns and, when user space left the gate open (it released the
-//    background TBF), closes it with a compare-and-swap and reports one
-//    struct idle_event in the ring buffer idle_events, so user space holds
-//    the background again. Foreground TCP packets with a full socket feed
-//    the gate's minimum-RTT average (the "auto" PI length). The direction
-//    is keyed by the device the packet was seen on (egress: the device;
-//    ingress: the real device, whose IFB holds the tree).
+//    foreground: it stamps last_fg_ns and, when user space left the gate
+//    open (it released the background TBF), closes it with a
+//    compare-and-swap and reports one struct idle_event in the ring buffer
+//    idle_events, so user space holds the background again. Foreground TCP
+//    packets with a full socket feed the gate's minimum- and smoothed-RTT
+//    averages (the "auto" PI length). The direction is keyed by the device
+//    the packet was seen on (egress: the device; ingress: the real device,
+//    whose IFB holds the tree).
 //  - Marking: egress packets of a class with LANE_F_MARK_LE get DSCP LE
 //    (RFC 8622, DSCP 1) in the IPv4 TOS (checksum fixed) or IPv6 traffic
 //    class.
@@ -114,7 +114,8 @@ struct idle_gate {
 	__u64 bg_pkts;
 	__u64 events; // events reported (opens closed by a foreground packet)
 	__u32 open;   // 1: background released, report the next foreground packet
-	__u32 rtt_us; // EWMA (gain 1/8) of foreground TCP sockets' minimum RTT, µs
+	__u32 rtt_us;  // EWMA (gain 1/8) of foreground TCP sockets' minimum RTT, µs
+	__u32 srtt_us; // ... of their smoothed RTT, µs
 };
 
 // idle_event reports foreground on an open gate.
@@ -201,22 +202,37 @@ static __always_inline __u32 lane_flags_of(__u32 cls)
 	return f ? *f : 0;
 }
 
-// rtt_of returns the minimum RTT (µs) of a TCP full socket, 0 if none.
-static __always_inline __u32 rtt_of(struct bpf_sock *sk)
+// rtts are a TCP full socket's minimum and smoothed RTT, µs (0: unknown).
+struct rtts {
+	__u32 min, srtt;
+};
+
+static __always_inline struct rtts rtts_of(struct bpf_sock *sk)
 {
+	struct rtts r = {};
 	if (!sk || sk->protocol != IPPROTO_TCP)
-		return 0;
+		return r;
 	struct bpf_tcp_sock *tp = bpf_tcp_sock(sk);
 	if (!tp)
-		return 0;
-	return tp->rtt_min;
+		return r;
+	r.min = tp->rtt_min;
+	r.srtt = tp->srtt_us >> 3;
+	return r;
+}
+
+static __always_inline void ewma(__u32 *avg, __u32 sample)
+{
+	if (!sample)
+		return;
+	__u32 old = *avg;
+	*avg = old ? old - (old >> 3) + (sample >> 3) : sample;
 }
 
 // idle_account stamps the gate of (ifindex, dir), if it has one, with a
 // packet of class cls (0: unclassified, the default lane), and reports
-// the foreground packet that closes an open gate. rtt is the minimum RTT
-// (µs) of the packet's TCP socket, 0 if unknown.
-static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, __u32 rtt)
+// the foreground packet that closes an open gate. rtt are the RTTs of the
+// packet's TCP socket (zeros if unknown).
+static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, struct rtts rtt)
 {
 	struct idle_key key = {.ifindex = ifindex, .dir = dir};
 	__u32 *slot = bpf_map_lookup_elem(&idle_slot, &key);
@@ -237,10 +253,8 @@ static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, __
 	}
 	g->last_fg_ns = now;
 	__sync_fetch_and_add(&g->fg_pkts, 1);
-	if (rtt) {
-		__u32 old = g->rtt_us;
-		g->rtt_us = old ? old - (old >> 3) + (rtt >> 3) : rtt;
-	}
+	ewma(&g->rtt_us, rtt.min);
+	ewma(&g->srtt_us, rtt.srtt);
 	if (g->open && __sync_val_compare_and_swap(&g->open, 1, 0) == 1) {
 		__sync_fetch_and_add(&g->events, 1);
 		struct idle_event ev = {.ts = now, .ifindex = ifindex, .dir = dir, .slot = idx};
@@ -320,7 +334,7 @@ int lanes_egress(struct __sk_buff *skb)
 		return TC_ACT_OK; // ARP, and the idletime kick frame: neither foreground nor background
 	if (cls && (lane_flags_of(cls) & LANE_F_MARK_LE))
 		mark_le(skb);
-	idle_account(skb->ifindex, DIR_EGRESS, cls, rtt_of(sk));
+	idle_account(skb->ifindex, DIR_EGRESS, cls, rtts_of(sk));
 	return TC_ACT_OK;
 }
 
@@ -440,12 +454,12 @@ int lanes_ingress(struct __sk_buff *skb)
 		sk = bpf_sk_lookup_udp(skb, &tuple, tuple_len, BPF_F_CURRENT_NETNS, 0);
 	}
 	__u32 cls = 0;
-	__u32 rtt = 0;
+	struct rtts rtt = {};
 	if (sk) {
 		cls = lane_of_sock(sk);
 		if (!cls)
 			cls = follow(skb, sk, dscp);
-		rtt = rtt_of(sk);
+		rtt = rtts_of(sk);
 		bpf_sk_release(sk);
 		if (cls)
 			skb->priority = cls;
@@ -453,6 +467,6 @@ int lanes_ingress(struct __sk_buff *skb)
 	idle_account(skb->ifindex, DIR_INGRESS, cls, rtt);
 	return TC_ACT_UNSPEC;
 out:
-	idle_account(skb->ifindex, DIR_INGRESS, 0, 0);
+	idle_account(skb->ifindex, DIR_INGRESS, 0, (struct rtts){});
 	return TC_ACT_UNSPEC;
 }

@@ -21,7 +21,9 @@ type LanesIdleGate struct {
 	BgPkts   uint64
 	Events   uint64
 	Open     uint32
+	RttUs    uint32
 	SrttUs   uint32
+	_        [4]byte
 }
 
 type LanesIdleKey struct {

@@ -194,10 +194,11 @@ func (d *Daemon) startNetIdle(cfg *lane.Config) error {
 		return idleErr("net", err)
 	}
 	e, ifaces := d.net.e, slices.Clone(d.net.ifaces)
+	smoothed := cfg.Net.Idle.RTT == lane.RTTSmoothed
 	rtt := func() time.Duration {
 		var m time.Duration
 		for _, iface := range ifaces {
-			m = max(m, e.ForegroundRTT(iface))
+			m = max(m, e.ForegroundRTT(iface, smoothed))
 		}
 		return m
 	}

@@ -40,6 +40,9 @@ type Event struct {
 	// save the hand-over to the Controller (0: it did not). The reaction
 	// time is then measured to it; the Controller's Hold is still called.
 	Held Mono
+	// Woke is when the event's reader had it in hand (0: unknown): At to
+	// Woke is the wake-up, Woke to Held the hold itself.
+	Woke Mono
 }
 
 // State is a state of the paper's Moore machine.

@@ -141,8 +141,9 @@ type filePI struct {
 
 type fileNetIdle struct {
 	filePI
-	Mark   *bool `toml:"mark"`
-	Follow *bool `toml:"follow"`
+	Mark   *bool   `toml:"mark"`
+	Follow *bool   `toml:"follow"`
+	PIRTT  *string `toml:"pi_rtt"`
 }
 
 type fileDiskGlobal struct {
@@ -381,6 +382,14 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 		}
 		if fi.Follow != nil {
 			n.Idle.Follow = *fi.Follow
+		}
+		if fi.PIRTT != nil {
+			switch *fi.PIRTT {
+			case RTTMin, RTTSmoothed:
+				n.Idle.RTT = *fi.PIRTT
+			default:
+				v.add("net.idletime.pi_rtt", "unknown RTT %q (want %q or %q)", *fi.PIRTT, RTTMin, RTTSmoothed)
+			}
 		}
 	}
 }

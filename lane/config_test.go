@@ -463,6 +463,12 @@ func TestIdletimeConfig(t *testing.T) {
 	if d.DiskIdle.PI.Mode != PIOff {
 		t.Errorf("default disk.idletime.pi = %v, want off", d.DiskIdle.PI.Mode)
 	}
+	if d.Net.Idle.RTT != RTTMin {
+		t.Errorf("default net.idletime.pi_rtt = %q, want %q", d.Net.Idle.RTT, RTTMin)
+	}
+	if c, err := Parse("t.toml", []byte("[net.idletime]\npi = \"auto\"\npi_rtt = \"smoothed\"")); err != nil || c.Net.Idle.RTT != RTTSmoothed {
+		t.Errorf("pi_rtt = \"smoothed\": %v", err)
+	}
 	for name, l := range d.Lanes {
 		if l.Net.Quiet {
 			t.Errorf("default lane %s is quiet: every built-in lane preempts the background", name)
@@ -517,6 +523,7 @@ pi_max = "50ms"`, PIAdaptive, 0},
 		{"[lanes.background]\nnet = { preempts = true }", `t.toml:2: lanes.background.net.preempts: an idletime lane's packets are background`},
 		{"[lanes.normal]\nnet = { preempts = false }", `lanes.normal.net.preempts: the default lane's packets always preempt`},
 		{"[lanes.interactive]\nnet = { preempts = 0 }", `lanes.interactive`},
+		{"[net.idletime]\npi_rtt = \"srtt\"", `t.toml:2: net.idletime.pi_rtt: unknown RTT "srtt" (want "min" or "smoothed")`},
 	}
 	for _, tc := range bad {
 		_, err := Parse("t.toml", []byte(tc.text))

@@ -176,7 +176,17 @@ type NetIdletime struct {
 	// Follow: an incoming packet marked LE (or CS1) makes its local socket
 	// background, so its replies and ACKs are background here too.
 	Follow bool
+	// RTT is the round-trip time PIAuto multiplies: RTTMin (the flows'
+	// minimum RTT, the path without queues) or RTTSmoothed (their smoothed
+	// RTT, which includes the queue the flows build themselves).
+	RTT string
 }
+
+// NetIdletime.RTT values.
+const (
+	RTTMin      = "min"
+	RTTSmoothed = "smoothed"
+)
 
 // DiskIdletime configures idletime scheduling on block devices: the
 // background I/O of lanes whose disk class is idle is held for a

@@ -70,7 +70,7 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 }
 
 // ForegroundRTT returns 0.
-func (e *Enforcer) ForegroundRTT(iface string) time.Duration { return 0 }
+func (e *Enforcer) ForegroundRTT(iface string, smoothed bool) time.Duration { return 0 }
 
 // IdletimeErr is always errUnsupported off Linux.
 func (e *Enforcer) IdletimeErr() error { return errUnsupported }

@@ -77,6 +77,8 @@ type gateMem struct {
 	Events uint64
 	Open   uint32
 	RttUs  uint32
+	SrttUs uint32
+	_      uint32
 }
 
 // The layout must match the generated struct exactly.
@@ -85,7 +87,7 @@ var (
 	_ [unsafe.Sizeof(lanesbpf.LanesIdleGate{}) - unsafe.Sizeof(gateMem{})]byte
 )
 
-const gateStride = unsafe.Sizeof(gateMem{}) // array elements are 8-byte aligned; 48 is
+const gateStride = unsafe.Sizeof(gateMem{}) // array elements are 8-byte aligned; 56 is a multiple of 8
 
 // idleEvent is struct idle_event.
 type idleEvent struct {
@@ -187,9 +189,14 @@ func (g *netGate) LastBackground() (idletime.Mono, error) {
 	return idletime.Mono(atomic.LoadUint64(&g.mem.LastBg)), nil
 }
 
-// rtt is the gate's average foreground TCP minimum RTT.
-func (g *netGate) rtt() time.Duration {
-	return time.Duration(atomic.LoadUint32(&g.mem.RttUs)) * time.Microsecond
+// rtt is the gate's average foreground TCP minimum RTT, or with smoothed
+// their smoothed RTT.
+func (g *netGate) rtt(smoothed bool) time.Duration {
+	us := &g.mem.RttUs
+	if smoothed {
+		us = &g.mem.SrttUs
+	}
+	return time.Duration(atomic.LoadUint32(us)) * time.Microsecond
 }
 
 // send writes netlink requests in one batch and waits for one
@@ -531,9 +538,10 @@ func (e *Enforcer) allGatesLocked() []idletime.Gate {
 
 // ForegroundRTT is the average minimum RTT of the foreground TCP
 // connections whose packets iface carried (the larger of its directions'
-// averages; each an EWMA of gain 1/8 over packets), for the "auto" PI
-// length. 0 when none was seen or the interface has no gates.
-func (e *Enforcer) ForegroundRTT(iface string) time.Duration {
+// averages; each an EWMA of gain 1/8 over packets), or with smoothed the
+// average of their smoothed RTTs, for the "auto" PI length. 0 when none
+// was seen or the interface has no gates.
+func (e *Enforcer) ForegroundRTT(iface string, smoothed bool) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.ifaces[iface]
@@ -543,7 +551,7 @@ func (e *Enforcer) ForegroundRTT(iface string) time.Duration {
 	var d time.Duration
 	for _, g := range st.gates {
 		if g != nil {
-			d = max(d, g.rtt())
+			d = max(d, g.rtt(smoothed))
 		}
 	}
 	return d
@@ -635,6 +643,7 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 				}
 				return
 			}
+			woke := monoNow()
 			if len(rec.RawSample) < idleEventSize {
 				continue
 			}
@@ -652,7 +661,7 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 				}
 			}
 			select {
-			case ch <- idletime.Event{Gate: i, At: idletime.Mono(ev.Ts), Held: held}:
+			case ch <- idletime.Event{Gate: i, At: idletime.Mono(ev.Ts), Held: held, Woke: woke}:
 			case <-ctx.Done():
 				return
 			}

@@ -500,6 +500,33 @@ func TestIdleQuietLane(t *testing.T) {
 	}
 }
 
+// TestIdleForegroundRTT checks the RTT averages behind the "auto" PI: a
+// foreground TCP upload through lanes' shaper feeds both, and its smoothed
+// RTT, which includes the queue it builds in the shaper, is above its
+// minimum RTT, the path's.
+func TestIdleForegroundRTT(t *testing.T) {
+	testutil.RequireRoot(t)
+	tp := newIdleTopo(t)
+	e, _ := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
+	if min, srtt := e.ForegroundRTT(tp.srcIf, false), e.ForegroundRTT(tp.srcIf, true); min != 0 || srtt != 0 {
+		t.Fatalf("before any TCP: min %v smoothed %v, want 0", min, srtt)
+	}
+	stop := tcpBulk(t, tp, 6121, 0)
+	time.Sleep(1500 * time.Millisecond)
+	stop()
+	min, srtt := e.ForegroundRTT(tp.srcIf, false), e.ForegroundRTT(tp.srcIf, true)
+	t.Logf("foreground TCP through the shaper: min RTT %v, smoothed RTT %v", min, srtt)
+	if min <= 0 || min > 100*time.Millisecond {
+		t.Errorf("min RTT %v, want in (0, 100ms]", min)
+	}
+	if srtt <= min {
+		t.Errorf("smoothed RTT %v not above min RTT %v: the upload's own queue in the shaper is missing", srtt, min)
+	}
+	if e.ForegroundRTT("nope0", false) != 0 {
+		t.Error("an interface without gates has an RTT")
+	}
+}
+
 // TestIdleReactionTime measures, over 600 holds, the time from the
 // kernel's stamp of a foreground packet on a released gate to the TBFs
 // being held (the event reader's hold, by default) and to the
@@ -538,7 +565,7 @@ func reactionTime(t *testing.T, opts ...Option) {
 	to := inet4(dstAddr, 6201)
 	buf := make([]byte, 100)
 	const n = 600
-	var toHeld, toEvent, toHold []time.Duration
+	var toHeld, toEvent, toHold, toWoke, woke2held []time.Duration
 	for i := 0; i < n; i++ {
 		if err := g.Release(); err != nil {
 			t.Fatal(err)
@@ -562,10 +589,18 @@ func reactionTime(t *testing.T, opts ...Option) {
 		heldAt := g.heldAt
 		g.mu.Unlock()
 		toHeld = append(toHeld, time.Duration(heldAt-ev.At))
+		toWoke = append(toWoke, time.Duration(ev.Woke-ev.At))
+		if ev.Held != 0 {
+			woke2held = append(woke2held, time.Duration(ev.Held-ev.Woke))
+		}
 		toEvent = append(toEvent, time.Duration(got-ev.At))
 		toHold = append(toHold, time.Duration(returned-ev.At))
 	}
 	ph := percentiles(toHold)
+	t.Logf("%d holds: foreground packet -> reader awake:   %s", n, percentiles(toWoke))
+	if len(woke2held) > 0 {
+		t.Logf("%d holds: reader awake -> its hold done:      %s", n, percentiles(woke2held))
+	}
 	t.Logf("%d holds: foreground packet -> TBFs held:      %s", n, percentiles(toHeld))
 	t.Logf("%d holds: foreground packet -> event received: %s", n, percentiles(toEvent))
 	t.Logf("%d holds: foreground packet -> Hold returned:  %s", n, ph)

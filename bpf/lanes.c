@@ -215,7 +215,9 @@ static __always_inline struct rtts rtts_of(struct bpf_sock *sk)
 	struct bpf_tcp_sock *tp = bpf_tcp_sock(sk);
 	if (!tp)
 		return r;
-	r.min = tp->rtt_min;
+	// rtt_min is ~0 until the first RTT sample (a SYN, the first data).
+	if (tp->rtt_min != ~0U)
+		r.min = tp->rtt_min;
 	r.srtt = tp->srtt_us >> 3;
 	return r;
 }

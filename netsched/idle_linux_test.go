@@ -511,6 +511,26 @@ func TestIdleForegroundRTT(t *testing.T) {
 	if min, srtt := e.ForegroundRTT(tp.srcIf, false), e.ForegroundRTT(tp.srcIf, true); min != 0 || srtt != 0 {
 		t.Fatalf("before any TCP: min %v smoothed %v, want 0", min, srtt)
 	}
+	// A short exchange first: a connection's packets before its first
+	// RTT sample (the SYN) must not count as a huge RTT.
+	ln := nsSocket(t, tp.dst, unix.SOCK_STREAM, 0)
+	if err := unix.Bind(ln, inet4(dstAddr, 6122)); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(ln, 1); err != nil {
+		t.Fatal(err)
+	}
+	cli := nsSocket(t, tp.src, unix.SOCK_STREAM, 0)
+	if err := unix.Connect(cli, inet4(dstAddr, 6122)); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	if _, err := unix.Write(cli, make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if min := e.ForegroundRTT(tp.srcIf, false); min <= 0 || min > 100*time.Millisecond {
+		t.Fatalf("after a handshake and one write: min RTT %v, want in (0, 100ms]", min)
+	}
 	stop := tcpBulk(t, tp, 6121, 0)
 	time.Sleep(1500 * time.Millisecond)
 	stop()

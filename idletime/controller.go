@@ -143,9 +143,10 @@ func monoNow() Mono {
 	return Mono(ts.Nano())
 }
 
-// SetRTT gives the minimum RTT of the foreground flows, the input of
-// mode Auto (other modes ignore it). It may be called from any goroutine;
-// a running PI moves to its new deadline at once.
+// SetRTT gives the RTT of the foreground flows (the caller chooses:
+// minimum or smoothed), the input of mode Auto (other modes ignore it).
+// It may be called from any goroutine; a running PI moves to its new
+// deadline at once.
 func (c *Controller) SetRTT(d time.Duration) {
 	c.mu.Lock()
 	c.rtt = d
@@ -288,7 +289,7 @@ func (c *Controller) due(now Mono) {
 	}
 }
 
-// applyRTT sets every gate's PI from the minimum RTT (mode Auto).
+// applyRTT sets every gate's PI from the RTT (mode Auto).
 func (c *Controller) applyRTT() {
 	if c.policy.Mode != Auto {
 		return

@@ -12,7 +12,7 @@
 //     paper's counters X[state][event] and the time spent in each state.
 //   - Policy, how the PI length is chosen: Fixed (0 is a plain priority
 //     queue, Infinite never lets background run after foreground), Auto
-//     (K × the foreground flows' minimum RTT within [Min, Max]) or
+//     (K × the foreground flows' RTT within [Min, Max]) or
 //     Adaptive (TCP-like windowing on the counters: a preemption doubles
 //     the PI, other foreground arrivals shorten it a little). ParsePI
 //     reads the setting from configuration text.

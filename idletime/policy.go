@@ -16,7 +16,7 @@ const (
 	// Fixed uses Policy.PI; 0 is a plain priority queue, Infinite never
 	// lets background run after foreground.
 	Fixed Mode = iota
-	// Auto uses K times the minimum RTT of the foreground flows (the
+	// Auto uses K times the RTT of the foreground flows (the
 	// paper, Section 4: the PI must exceed the RTT estimate, with a small
 	// gain up to twice the RTT), clamped to [Min, Max]; Max before the
 	// first RTT sample.
@@ -59,7 +59,7 @@ type Policy struct {
 	Mode Mode
 	// PI is the PI length in mode Fixed: ≥ 0, Infinite allowed.
 	PI time.Duration
-	// K multiplies the minimum RTT in mode Auto: > 0.
+	// K multiplies the RTT in mode Auto: > 0.
 	K float64
 	// Min and Max bound the PI in modes Auto and Adaptive:
 	// 0 < Min ≤ Max. Adaptive starts at Max.
@@ -112,7 +112,7 @@ func (p Policy) Initial() time.Duration {
 	return p.Max
 }
 
-// FromRTT is the Auto mode's PI for a minimum RTT: K·rtt clamped to
+// FromRTT is the Auto mode's PI for an RTT: K·rtt clamped to
 // [Min, Max]; Max when rtt ≤ 0 (no sample). For other modes it returns
 // Initial.
 func (p Policy) FromRTT(rtt time.Duration) time.Duration {

@@ -146,7 +146,8 @@ const (
 	// PIFixed: a configured length; Infinite (PIInfinite) never lets
 	// background start after foreground.
 	PIFixed PIMode = "fixed"
-	// PIAuto: K × the minimum RTT of foreground TCP flows, in [Min, Max].
+	// PIAuto: K × the RTT of foreground TCP flows (NetIdletime.RTT: their
+	// minimum or their smoothed RTT), in [Min, Max].
 	PIAuto PIMode = "auto"
 	// PIAdaptive: lengthened on preemptions, shortened when foreground
 	// arrives at an idle resource or within the interval, in [Min, Max].
@@ -163,7 +164,7 @@ type PI struct {
 	Length time.Duration
 	// Min and Max bound PIAuto and PIAdaptive.
 	Min, Max time.Duration
-	// K is PIAuto's multiple of the foreground minimum RTT.
+	// K is PIAuto's multiple of the foreground flows' RTT.
 	K float64
 }
 

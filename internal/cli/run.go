@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -149,6 +150,10 @@ func passThrough(child *exec.Cmd, werr error) error {
 		sig := ws.Signal()
 		signal.Reset(sig)
 		syscall.Kill(os.Getpid(), sig)
+		// The signal is delivered asynchronously, to any thread: give it
+		// time to end the process before falling back to the exit code
+		// a shell would report (a slow machine lost this race).
+		time.Sleep(2 * time.Second)
 		return &ExitError{Code: 128 + int(sig)}
 	}
 	return &ExitError{Code: st.ExitCode()}

@@ -14,8 +14,8 @@
 //     queue, Infinite never lets background run after foreground), Auto
 //     (K × the foreground flows' RTT within [Min, Max]) or
 //     Adaptive (TCP-like windowing on the counters: a preemption doubles
-//     the PI, other foreground arrivals shorten it a little). ParsePI
-//     reads the setting from configuration text.
+//     the PI, other foreground arrivals shorten it a little). The
+//     configuration text is read by lane.ParsePI.
 //   - Controller, which drives resources' Gates — the kernel mechanism
 //     that holds and releases a resource's background work — from the
 //     foreground Events the kernel reports, and reports GateStats.

@@ -1,10 +1,8 @@
 package idletime
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 )
 
@@ -155,37 +153,8 @@ func (p Policy) Adapt(pi time.Duration, s State) time.Duration {
 	return min(max(pi, p.Min), p.Max)
 }
 
-// ParsePI reads a PI setting from configuration text: a Go duration
-// ("20ms", "1.5s", "0"), "inf" or "infinite" (Fixed, Infinite), "off"
-// (Fixed, 0: a plain priority queue), "auto" or "adaptive" (the duration is
-// then 0: Min, Max and K come from elsewhere). Case and surrounding space
-// are ignored.
-func ParsePI(s string) (Mode, time.Duration, error) {
-	switch t := strings.ToLower(strings.TrimSpace(s)); t {
-	case "inf", "infinite":
-		return Fixed, Infinite, nil
-	case "off":
-		return Fixed, 0, nil
-	case "auto":
-		return Auto, 0, nil
-	case "adaptive":
-		return Adaptive, 0, nil
-	case "":
-		return Fixed, 0, errors.New(`idletime: empty PI; want a duration such as "20ms", "inf", "auto", "adaptive" or "off"`)
-	default:
-		d, err := time.ParseDuration(t)
-		if err != nil {
-			return Fixed, 0, fmt.Errorf(`idletime: PI %q: want a duration such as "20ms", "inf", "auto", "adaptive" or "off": %w`, s, err)
-		}
-		if d < 0 {
-			return Fixed, 0, fmt.Errorf("idletime: PI %q is negative", s)
-		}
-		return Fixed, d, nil
-	}
-}
-
-// FormatPI writes a fixed PI the way ParsePI reads it: "inf" for
-// Infinite, a Go duration otherwise.
+// FormatPI writes a fixed PI for messages: "inf" for Infinite, a Go
+// duration otherwise.
 func FormatPI(d time.Duration) string {
 	if d == Infinite {
 		return "inf"

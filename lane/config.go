@@ -413,9 +413,9 @@ func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 }
 
 // ParsePI parses a preemption interval as config files write it: "off"
-// (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive" — the syntax
-// of idletime.ParsePI, which this package cannot import (lane stays free of
-// system calls). It returns the mode and, for PIFixed, the length.
+// (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive"; case and
+// surrounding space are ignored. It returns the mode and, for PIFixed, the
+// length.
 func ParsePI(s string) (PIMode, time.Duration, error) {
 	switch t := strings.ToLower(strings.TrimSpace(s)); t {
 	case "off":

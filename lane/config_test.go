@@ -455,6 +455,41 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+func TestParsePI(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		in   string
+		mode PIMode
+		pi   time.Duration
+		err  string
+	}{
+		{"20ms", PIFixed, 20 * ms, ""},
+		{" 1.5s ", PIFixed, 1500 * ms, ""},
+		{"0", PIOff, 0, ""},
+		{"off", PIOff, 0, ""},
+		{"inf", PIFixed, PIInfinite, ""},
+		{"Infinite", PIFixed, PIInfinite, ""},
+		{"auto", PIAuto, 0, ""},
+		{"ADAPTIVE", PIAdaptive, 0, ""},
+		{"", "", 0, `PI "": want a duration`},
+		{"20", "", 0, `PI "20": want a duration`},
+		{"fast", "", 0, `PI "fast"`},
+		{"-5ms", "", 0, `PI "-5ms" is negative`},
+	}
+	for _, tt := range tests {
+		mode, pi, err := ParsePI(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParsePI(%q) error %v, want one with %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || mode != tt.mode || pi != tt.pi {
+			t.Errorf("ParsePI(%q) = %v, %v, %v; want %v, %v", tt.in, mode, pi, err, tt.mode, tt.pi)
+		}
+	}
+}
+
 func TestIdletimeConfig(t *testing.T) {
 	d := Default()
 	if d.Net.Idle.PI.Mode != PIFixed || d.Net.Idle.PI.Length != 5*time.Millisecond || d.Net.Idle.PI.Min != 2*time.Millisecond || d.Net.Idle.PI.Max != 100*time.Millisecond || d.Net.Idle.PI.K != 1.5 || !d.Net.Idle.Mark || !d.Net.Idle.Follow {

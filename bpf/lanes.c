@@ -231,10 +231,10 @@ static __always_inline void ewma(__u32 *avg, __u32 sample)
 }
 
 // idle_account stamps the gate of (ifindex, dir), if it has one, with a
-// packet of class cls (0: unclassified, the default lane), and reports
-// the foreground packet that closes an open gate. rtt are the RTTs of the
-// packet's TCP socket (zeros if unknown).
-static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, struct rtts rtt)
+// packet whose class has lane_flags flags (0: unclassified, the default
+// lane), and reports the foreground packet that closes an open gate. rtt
+// are the RTTs of the packet's TCP socket (zeros if unknown).
+static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 flags, struct rtts rtt)
 {
 	struct idle_key key = {.ifindex = ifindex, .dir = dir};
 	__u32 *slot = bpf_map_lookup_elem(&idle_slot, &key);
@@ -244,7 +244,6 @@ static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 cls, st
 	struct idle_gate *g = bpf_map_lookup_elem(&idle_gates, &idx);
 	if (!g)
 		return;
-	__u32 flags = cls ? lane_flags_of(cls) : 0;
 	if (flags & LANE_F_QUIET)
 		return;
 	__u64 now = bpf_ktime_get_ns();
@@ -334,9 +333,10 @@ int lanes_egress(struct __sk_buff *skb)
 	__u32 cls = egress_class(skb, sk);
 	if (skb->protocol != bpf_htons(ETH_P_IP) && skb->protocol != bpf_htons(ETH_P_IPV6))
 		return TC_ACT_OK; // ARP, and the idletime kick frame: neither foreground nor background
-	if (cls && (lane_flags_of(cls) & LANE_F_MARK_LE))
+	__u32 flags = cls ? lane_flags_of(cls) : 0;
+	if (flags & LANE_F_MARK_LE)
 		mark_le(skb);
-	idle_account(skb->ifindex, DIR_EGRESS, cls, rtts_of(sk));
+	idle_account(skb->ifindex, DIR_EGRESS, flags, rtts_of(sk));
 	return TC_ACT_OK;
 }
 
@@ -466,7 +466,7 @@ int lanes_ingress(struct __sk_buff *skb)
 		if (cls)
 			skb->priority = cls;
 	}
-	idle_account(skb->ifindex, DIR_INGRESS, cls, rtt);
+	idle_account(skb->ifindex, DIR_INGRESS, cls ? lane_flags_of(cls) : 0, rtt);
 	return TC_ACT_UNSPEC;
 out:
 	idle_account(skb->ifindex, DIR_INGRESS, 0, (struct rtts){});

@@ -202,3 +202,30 @@ func TestParseConsole(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteTextShowsFailedOutput checks that the text report carries a
+// failed test's own output (the guest, and its log, are gone after the
+// run) and not a passing test's.
+func TestWriteTextShowsFailedOutput(t *testing.T) {
+	p := ParseGoTest("e2e", []string{
+		"=== RUN   TestA",
+		"    a_test.go:10: lanesd exited with exit status 1",
+		"    a_test.go:10: lanesd: stop: remove cgroup: device or resource busy",
+		"--- FAIL: TestA (1.00s)",
+		"=== RUN   TestB",
+		"    b_test.go:3: all good",
+		"--- PASS: TestB (0.10s)",
+		"FAIL",
+	}, 1)
+	r := &KernelRun{Kernel: "k", Packages: []PackageResult{p}}
+	evaluate(r, nil)
+	var b strings.Builder
+	WriteText(&b, []*KernelRun{r})
+	out := b.String()
+	if !strings.Contains(out, "output of e2e TestA") || !strings.Contains(out, "remove cgroup: device or resource busy") {
+		t.Errorf("report lacks the failed test's output:\n%s", out)
+	}
+	if strings.Contains(out, "all good") {
+		t.Errorf("report shows a passing test's output:\n%s", out)
+	}
+}

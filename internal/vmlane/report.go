@@ -7,13 +7,30 @@ import (
 	"strings"
 )
 
+// failOutputLines is how many of a failed test's last output lines
+// WriteText shows: the guest is gone after the run, and its log with it.
+const failOutputLines = 80
+
 // WriteText writes a plain report of every kernel's results: failures
-// first, then each skip with its check.
+// first (with the end of each failed test's output), then each skip with
+// its check.
 func WriteText(w io.Writer, runs []*KernelRun) {
 	for _, r := range runs {
 		fmt.Fprintf(w, "== %s (%s, %s): %s\n", r.Kernel, r.Release, r.Source, r.Summary())
 		for _, f := range r.Failures {
 			fmt.Fprintf(w, "   FAIL %s\n", f)
+		}
+		for _, p := range r.Packages {
+			for _, t := range p.Tests {
+				if t.Outcome != Fail || len(t.Output) == 0 {
+					continue
+				}
+				out := t.Output[max(0, len(t.Output)-failOutputLines):]
+				fmt.Fprintf(w, "   --- output of %s %s (last %d lines):\n", p.Package, t.Name, len(out))
+				for _, l := range out {
+					fmt.Fprintf(w, "   | %s\n", l)
+				}
+			}
 		}
 		for _, k := range sortedKeys(r.Checks) {
 			c := r.Checks[k]

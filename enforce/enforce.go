@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -265,7 +266,7 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 	}
 	m.pre = pre
 	key := strconv.Itoa(pid)
-	rec := ProcRecord{PID: pid, StartTime: pi.StartTime, Lane: l.Name, Why: why, Orig: pre, Moved: time.Now()}
+	rec := ProcRecord{PID: pid, StartTime: pi.StartTime, Lane: l.Name, Why: why, Orig: e.origin(pid, pre, e.storedRecord), Moved: time.Now()}
 	if err := e.store.Get(state.KindProc, key, &m.prevRec); err == nil {
 		m.hadRec = true
 		if m.prevRec.StartTime == pi.StartTime {
@@ -317,6 +318,85 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 		return m, err
 	}
 	return m, nil
+}
+
+// origin is where a process about to move is to go back to, given where
+// it is now (pre). A lane's group is never that place: a process already in
+// one is a child forked inside the lane (as a child forked between its
+// parent's move and its own is) and goes back where its nearest recorded
+// ancestor came from, or to the root groups if it has none. Recording the
+// lane itself would leave the process in the group on stop, and the group
+// impossible to remove.
+func (e *Engine) origin(pid int, pre cgroup.Membership, record func(int) (ProcRecord, bool)) cgroup.Membership {
+	if !e.inLaneGroup(pre) {
+		return pre
+	}
+	return e.ancestorOrigin(pid, record)
+}
+
+// ancestorOrigin is where the nearest recorded ancestor of pid came from,
+// or the root groups if none has a record.
+func (e *Engine) ancestorOrigin(pid int, record func(int) (ProcRecord, bool)) cgroup.Membership {
+	for p, i := pid, 0; i < 64; i++ {
+		pp, err := cgroup.ParentPID(p)
+		if err != nil || pp <= 1 {
+			break
+		}
+		if r, ok := record(pp); ok && !e.inLaneGroup(r.Orig) && (r.Orig.V2 != "" || len(r.Orig.V1) > 0) {
+			return r.Orig
+		}
+		p = pp
+	}
+	return e.rootMembership()
+}
+
+// storedRecord is the state store's record of a live process.
+func (e *Engine) storedRecord(pid int) (ProcRecord, bool) {
+	var r ProcRecord
+	if e.store.Get(state.KindProc, strconv.Itoa(pid), &r) != nil || !alive(pid, r.StartTime) {
+		return r, false
+	}
+	return r, true
+}
+
+// rootMembership places a process in the root group of every hierarchy
+// lanes manages.
+func (e *Engine) rootMembership() cgroup.Membership {
+	m := cgroup.Membership{V1: map[string]string{}}
+	if e.H.V2Root != "" {
+		m.V2 = "/"
+	}
+	for c := range e.H.V1 {
+		m.V1[c] = "/"
+	}
+	return m
+}
+
+// inLaneGroup reports whether m puts a process in one of this engine's
+// lane groups in any hierarchy. The daemon's groups are "lanes-<lane>";
+// the private groups of a live daemon-less `lanes run` are that run's, not
+// the daemon's.
+func (e *Engine) inLaneGroup(m cgroup.Membership) bool {
+	prefix := e.groupName("")
+	ours := func(path string) bool {
+		first := strings.TrimPrefix(path, "/")
+		if i := strings.IndexByte(first, '/'); i >= 0 {
+			first = first[:i]
+		}
+		if !strings.HasPrefix(first, prefix) {
+			return false
+		}
+		return prefix != cgroup.Prefix || !isPrivateRunGroup(first)
+	}
+	if ours(m.V2) {
+		return true
+	}
+	for _, p := range m.V1 {
+		if ours(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // inGroup reports whether a membership puts the process in g (checked in
@@ -400,6 +480,9 @@ func (e *Engine) ReleaseLane(groupName string, recs map[int]ProcRecord) error {
 				break
 			}
 			if attempt >= 40 {
+				if pids, perr := g.Procs(); perr == nil && len(pids) > 0 {
+					err = fmt.Errorf("%w (processes %v remain)", err, pids)
+				}
 				errs = append(errs, err)
 				return errors.Join(errs...)
 			}
@@ -415,27 +498,16 @@ func (e *Engine) ReleaseLane(groupName string, recs map[int]ProcRecord) error {
 // inside the lane), else the root groups with the default I/O priority.
 func (e *Engine) release(pid int, recs map[int]ProcRecord) error {
 	rec, own := recs[pid]
-	if !own {
-		for p, i := pid, 0; i < 64; i++ {
-			pp, err := cgroup.ParentPID(p)
-			if err != nil || pp <= 1 {
-				break
-			}
-			if r, ok := recs[pp]; ok {
-				rec = r
-				rec.IOPrio = nil
-				break
-			}
-			p = pp
-		}
+	orig := rec.Orig
+	if !own || orig.V2 == "" && len(orig.V1) == 0 || e.inLaneGroup(orig) {
+		// Forked inside the lane, or a record that names a lane group
+		// (written before origin() existed): see origin.
+		orig = e.ancestorOrigin(pid, func(p int) (ProcRecord, bool) {
+			r, ok := recs[p]
+			return r, ok
+		})
 	}
-	if rec.Orig.V2 == "" && len(rec.Orig.V1) == 0 {
-		rec.Orig = cgroup.Membership{V2: "/", V1: map[string]string{}}
-		for c := range e.H.V1 {
-			rec.Orig.V1[c] = "/"
-		}
-	}
-	err := e.H.Restore(pid, rec.Orig)
+	err := e.H.Restore(pid, orig)
 	if own {
 		disk.RestoreProcess(pid, rec.IOPrio)
 		e.store.Delete(state.KindProc, strconv.Itoa(pid))

@@ -175,16 +175,9 @@ func (r *Results) matrixMarkdown(w io.Writer, svgName string) {
 	}
 }
 
-// heatmaps draws a density plot per variant and plotted measure: x the
-// foreground intensity, y the arm runs (the PI growing upwards), each
-// cell gray from black (0) to white (1) with its value written in it.
+// heatmaps draws a density plot per variant and plotted measure (see
+// WriteDensityPlots).
 func (r *Results) heatmaps(w io.Writer) {
-	const (
-		cellW, cellH = 54.0, 22.0
-		labelW       = 150.0
-		gapX, gapY   = 30.0, 70.0
-		top          = 30.0
-	)
 	var ms []measure
 	for _, m := range r.measures() {
 		if m.shade != nil {
@@ -192,57 +185,105 @@ func (r *Results) heatmaps(w io.Writer) {
 		}
 	}
 	vs := r.variants()
-	maxRuns, maxInts := 1, 1
+	var grid [][]DensityPlot
 	for _, v := range vs {
 		runs, ints := r.matrixRows(v)
-		maxRuns, maxInts = max(maxRuns, len(runs)), max(maxInts, len(ints))
+		var row []DensityPlot
+		for _, m := range ms {
+			p := DensityPlot{Title: m.title, Rows: runs, Intensities: ints, Shade: m.shade, Format: m.format}
+			if len(vs) > 1 {
+				p.Title = v + ": " + m.title
+			}
+			for _, run := range runs {
+				vals := make([]float64, len(ints))
+				for ii, in := range ints {
+					vals[ii] = math.NaN()
+					if c := r.cell(v, run, in); c != nil && m.get(c).N > 0 {
+						vals[ii] = m.get(c).Mean
+					}
+				}
+				p.Values = append(p.Values, vals)
+			}
+			row = append(row, p)
+		}
+		grid = append(grid, row)
+	}
+	WriteDensityPlots(w, r.Scenario, grid)
+}
+
+// DensityPlot is one panel of seed 003's density plots: a row per arm
+// run (the PI growing upwards: Rows[0] is drawn at the bottom), a column
+// per foreground intensity (in %), each cell gray from black (Shade 0) to
+// white (Shade 1) with its value written in it.
+type DensityPlot struct {
+	Title       string
+	Rows        []string
+	Intensities []float64
+	// Values holds a value per row and intensity; NaN: not measured.
+	Values [][]float64
+	Shade  func(float64) float64
+	Format func(float64) string
+}
+
+// WriteDensityPlots draws panels as one SVG image, a line of panels per
+// element of grid (a variant of the scenario, say).
+func WriteDensityPlots(w io.Writer, title string, grid [][]DensityPlot) {
+	const (
+		cellW, cellH = 54.0, 22.0
+		labelW       = 150.0
+		gapX, gapY   = 30.0, 70.0
+		top          = 30.0
+	)
+	maxRuns, maxInts, maxPanels := 1, 1, 1
+	for _, line := range grid {
+		maxPanels = max(maxPanels, len(line))
+		for _, p := range line {
+			maxRuns, maxInts = max(maxRuns, len(p.Rows)), max(maxInts, len(p.Intensities))
+		}
 	}
 	plotW := labelW + cellW*float64(maxInts)
 	plotH := cellH*float64(maxRuns) + 40
-	width := gapX + (plotW+gapX)*float64(max(1, len(ms)))
-	height := top + (plotH+gapY)*float64(max(1, len(vs)))
+	width := gapX + (plotW+gapX)*float64(maxPanels)
+	height := top + (plotH+gapY)*float64(max(1, len(grid)))
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(w, `<text x="%.0f" y="18" font-size="14">%s: density plots, lighter = higher (x: foreground intensity, y: arm and PI)</text>`+"\n",
-		gapX, html.EscapeString(r.Scenario))
-	for vi, v := range vs {
-		runs, ints := r.matrixRows(v)
-		y0 := top + 30 + (plotH+gapY)*float64(vi)
-		for mi, m := range ms {
-			x0 := gapX + (plotW+gapX)*float64(mi)
-			title := m.title
-			if len(vs) > 1 {
-				title = v + ": " + title
-			}
-			fmt.Fprintf(w, `<text x="%.0f" y="%.1f" font-size="12">%s</text>`+"\n", x0, y0-8, html.EscapeString(title))
-			for ri, run := range runs {
+		gapX, html.EscapeString(title))
+	for li, line := range grid {
+		y0 := top + 30 + (plotH+gapY)*float64(li)
+		for pi, p := range line {
+			x0 := gapX + (plotW+gapX)*float64(pi)
+			fmt.Fprintf(w, `<text x="%.0f" y="%.1f" font-size="12">%s</text>`+"\n", x0, y0-8, html.EscapeString(p.Title))
+			for ri, run := range p.Rows {
 				// The first run at the bottom: the PI grows upwards.
-				y := y0 + cellH*float64(len(runs)-1-ri)
+				y := y0 + cellH*float64(len(p.Rows)-1-ri)
 				fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", x0+labelW-6, y+cellH/2+4, html.EscapeString(run))
-				for ii, in := range ints {
+				for ii := range p.Intensities {
 					x := x0 + labelW + cellW*float64(ii)
-					c := r.cell(v, run, in)
-					if c == nil || m.get(c).N == 0 {
+					val := math.NaN()
+					if ri < len(p.Values) && ii < len(p.Values[ri]) {
+						val = p.Values[ri][ii]
+					}
+					if math.IsNaN(val) {
 						fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="#f0d0d0" stroke="white"/>`+"\n", x, y, cellW, cellH)
 						fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">–</text>`+"\n", x+cellW/2, y+cellH/2+4)
 						continue
 					}
-					val := m.get(c).Mean
-					g := int(math.Round(255 * m.shade(val)))
+					g := int(math.Round(255 * p.Shade(val)))
 					ink := "black"
 					if g < 128 {
 						ink = "white"
 					}
 					fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" fill="rgb(%d,%d,%d)" stroke="white"/>`+"\n", x, y, cellW, cellH, g, g, g)
 					fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%s</text>`+"\n", x+cellW/2, y+cellH/2+4, ink,
-						html.EscapeString(m.format(val)))
+						html.EscapeString(p.Format(val)))
 				}
 			}
-			yb := y0 + cellH*float64(len(runs))
-			for ii, in := range ints {
+			yb := y0 + cellH*float64(len(p.Rows))
+			for ii, in := range p.Intensities {
 				fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%g %%</text>`+"\n", x0+labelW+cellW*(float64(ii)+0.5), yb+14, in)
 			}
-			fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">foreground intensity</text>`+"\n", x0+labelW+cellW*float64(len(ints))/2, yb+30)
+			fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">foreground intensity</text>`+"\n", x0+labelW+cellW*float64(len(p.Intensities))/2, yb+30)
 		}
 	}
 	fmt.Fprintln(w, "</svg>")

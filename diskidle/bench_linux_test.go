@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-qos/lanes/bench"
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
@@ -19,10 +20,11 @@ import (
 // 128 KiB, libaio depth 4), each arm measured over the same window, side
 // by side. Run it alone on the host:
 //
-//	flock /tmp/lanes-kernel.lock go test -run '^$' -bench DiskPI -benchtime 1x ./disk
+//	flock /tmp/lanes-kernel.lock go test -run '^$' -bench DiskPI -benchtime 1x ./diskidle
 //
 // LANES_DISK_BENCH_RUN sets the window per arm (default 5s);
-// LANES_DISK_BENCH_OUT names a file for the markdown table;
+// LANES_DISK_BENCH_OUT names a file for the markdown tables (NAME.md), and
+// the density plots go next to it (NAME.svg);
 // LANES_DISK_BENCH_ONLY keeps only the arms whose name contains it.
 
 // benchPeriod is the foreground's duty-cycle period: busy for
@@ -241,9 +243,49 @@ func BenchmarkDiskPI(b *testing.B) {
 			}
 		}
 		t.WriteString("| paper (abstract, PI ~200 ms class) | 80 / 70 overall |\n")
+		// The paper's background measure is its share of what the
+		// foreground leaves; here the leftover is taken as the idle part
+		// of the duty cycle, 1 − intensity.
+		t.WriteString("\nBackground share of the leftover time (background % of solo ÷ (1 − intensity)):\n\n")
+		fmt.Fprintf(&t, "| arm | %s |\n|---|%s\n", joinIntensities(), strings.Repeat("---|", len(benchIntensities)))
+		plots := []bench.DensityPlot{
+			{Title: "foreground kept (mixed / alone at the same intensity)"},
+			{Title: "background % of solo"},
+			{Title: "background share of the leftover time"},
+		}
+		clamp := func(v float64) float64 { return max(0, min(1, v)) }
+		pct := func(v float64) string { return fmt.Sprintf("%.0f %%", 100*v) }
+		for i := range plots {
+			plots[i].Shade, plots[i].Format = clamp, pct
+			for _, x := range benchIntensities {
+				plots[i].Intensities = append(plots[i].Intensities, 100*x)
+			}
+		}
+		for ai, a := range arms {
+			fmt.Fprintf(&t, "| %s |", a.name)
+			vals := make([][]float64, len(plots))
+			for i, x := range benchIntensities {
+				r := results[ai][i]
+				fg, bgSolo := r.fgIOPS/fgSolo[a.sched][i], r.bgBps/rowBg[ai]
+				fmt.Fprintf(&t, " %.0f |", 100*bgSolo/(1-x))
+				vals[0] = append(vals[0], fg)
+				vals[1] = append(vals[1], bgSolo)
+				vals[2] = append(vals[2], bgSolo/(1-x))
+			}
+			t.WriteString("\n")
+			for i := range plots {
+				plots[i].Rows = append(plots[i].Rows, a.name)
+				plots[i].Values = append(plots[i].Values, vals[i])
+			}
+		}
 		fmt.Printf("foreground kept %% / background %% of solo (window %v, duty period %v):\n%s", dur, benchPeriod, t.String())
 		if out := os.Getenv("LANES_DISK_BENCH_OUT"); out != "" {
 			if err := os.WriteFile(out, []byte(t.String()+"\n"+notesBuf.String()), 0o644); err != nil {
+				b.Error(err)
+			}
+			var svg strings.Builder
+			bench.WriteDensityPlots(&svg, fmt.Sprintf("disk idletime (%v per cell)", dur), [][]bench.DensityPlot{plots})
+			if err := os.WriteFile(strings.TrimSuffix(out, ".md")+".svg", []byte(svg.String()), 0o644); err != nil {
 				b.Error(err)
 			}
 		}

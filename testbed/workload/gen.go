@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,9 +72,22 @@ type arrival struct {
 	size      int
 }
 
+// The generators' datagrams start with a header: sequence number, part
+// (video) and the run's token, big endian, 4 bytes each. The token tells
+// this run's datagrams from late ones of an earlier workload that used
+// the same port (an iperf3 UDP flow still queued in the emulated link).
+const headerBytes = 12
+
+// putHeader writes the header into msg.
+func putHeader(msg []byte, seq, part, token uint32) {
+	binary.BigEndian.PutUint32(msg, seq)
+	binary.BigEndian.PutUint32(msg[4:], part)
+	binary.BigEndian.PutUint32(msg[8:], token)
+}
+
 // receive reads datagrams until stop is closed and the socket has been
-// quiet for a moment, and returns them.
-func receive(rcv *net.UDPConn, capacity int, quiet time.Duration, stop <-chan struct{}) []arrival {
+// quiet for a moment, and returns those of the run with this token.
+func receive(rcv *net.UDPConn, capacity int, quiet time.Duration, stop <-chan struct{}, token uint32) []arrival {
 	rs := make([]arrival, 0, capacity)
 	buf := make([]byte, 65536)
 	for {
@@ -87,7 +101,7 @@ func receive(rcv *net.UDPConn, capacity int, quiet time.Duration, stop <-chan st
 				continue
 			}
 		}
-		if n >= 8 {
+		if n >= headerBytes && binary.BigEndian.Uint32(buf[8:]) == token {
 			rs = append(rs, arrival{binary.BigEndian.Uint32(buf), binary.BigEndian.Uint32(buf[4:]), time.Now(), n})
 		}
 	}
@@ -104,6 +118,7 @@ func runAudio(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, 
 	if size == 0 {
 		size = 80
 	}
+	size = max(size, headerBytes)
 	snd, rcv, err := udpPair(env, s)
 	if err != nil {
 		return Result{}, err
@@ -111,12 +126,13 @@ func runAudio(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, 
 	defer snd.Close()
 	defer rcv.Close()
 	n := int(dur / iv)
+	token := rand.Uint32()
 	stop := make(chan struct{})
 	got := make(chan []arrival, 1)
-	go func() { got <- receive(rcv, n, 500*time.Millisecond, stop) }()
+	go func() { got <- receive(rcv, n, 500*time.Millisecond, stop, token) }()
 	msg := make([]byte, size)
 	sent, err := paced(ctx, n, iv, func(i int) error {
-		binary.BigEndian.PutUint32(msg, uint32(i))
+		putHeader(msg, uint32(i), 0, token)
 		_, err := snd.Write(msg)
 		return err
 	})
@@ -125,6 +141,13 @@ func runAudio(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
+	// Each datagram once (the path may duplicate one), and only those sent.
+	seen := make(map[uint32]bool, len(rs))
+	rs = slices.DeleteFunc(rs, func(r arrival) bool {
+		dup := seen[r.seq] || int(r.seq) >= len(sent)
+		seen[r.seq] = true
+		return dup
+	})
 	var lat, rgaps, sgaps []time.Duration
 	for i := 1; i < len(sent); i++ {
 		sgaps = append(sgaps, sent[i].Sub(sent[i-1]))
@@ -164,15 +187,15 @@ func runVideo(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, 
 	parts := (s.FrameBytes + videoChunk - 1) / videoChunk
 	stop := make(chan struct{})
 	got := make(chan []arrival, 1)
-	go func() { got <- receive(rcv, frames*parts, 500*time.Millisecond, stop) }()
+	token := rand.Uint32()
+	go func() { got <- receive(rcv, frames*parts, 500*time.Millisecond, stop, token) }()
 	msg := make([]byte, videoChunk)
 	sent, err := paced(ctx, frames, iv, func(i int) error {
 		left := s.FrameBytes
 		for p := 0; p < parts; p++ {
-			sz := max(8, min(left, videoChunk))
+			sz := max(headerBytes, min(left, videoChunk))
 			left -= sz
-			binary.BigEndian.PutUint32(msg, uint32(i))
-			binary.BigEndian.PutUint32(msg[4:], uint32(p))
+			putHeader(msg, uint32(i), uint32(p), token)
 			if _, err := snd.Write(msg[:sz]); err != nil {
 				return err
 			}

@@ -118,7 +118,6 @@ func runAudio(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, 
 	if size == 0 {
 		size = 80
 	}
-	size = max(size, headerBytes)
 	snd, rcv, err := udpPair(env, s)
 	if err != nil {
 		return Result{}, err

@@ -96,6 +96,9 @@ func (s Spec) Validate() error {
 	if s.Period < 0 || s.SndBuf < 0 {
 		return fmt.Errorf("workload %s: negative period or sndbuf", s.Name)
 	}
+	if s.Kind == Audio && s.PacketBytes != 0 && s.PacketBytes < headerBytes {
+		return fmt.Errorf("workload %s: packet_bytes %d: audio packets carry a %d-byte header, want at least %d", s.Name, s.PacketBytes, headerBytes, headerBytes)
+	}
 	if s.Kind == Video && (s.FPS <= 0 || s.FrameBytes <= 0) {
 		return fmt.Errorf("workload %s: video needs fps and frame_bytes", s.Name)
 	}

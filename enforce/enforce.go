@@ -266,7 +266,7 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 	}
 	m.pre = pre
 	key := strconv.Itoa(pid)
-	rec := ProcRecord{PID: pid, StartTime: pi.StartTime, Lane: l.Name, Why: why, Orig: e.origin(pid, pre, e.storedRecord), Moved: time.Now()}
+	rec := ProcRecord{PID: pid, StartTime: pi.StartTime, Lane: l.Name, Why: why, Moved: time.Now()}
 	if err := e.store.Get(state.KindProc, key, &m.prevRec); err == nil {
 		m.hadRec = true
 		if m.prevRec.StartTime == pi.StartTime {
@@ -274,6 +274,9 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 			rec.Orig = m.prevRec.Orig
 			rec.IOPrio = m.prevRec.IOPrio
 		}
+	}
+	if !m.hadRec || m.prevRec.StartTime != pi.StartTime {
+		rec.Orig = e.origin(pid, pre, e.storedRecord)
 	}
 	// Record before changing anything: a crash after the change still
 	// knows where the process came from.

@@ -63,7 +63,8 @@ const (
 // foreground at an idle resource (I[f]) otherwise: background that ran
 // after the release but had long finished did not delay the foreground.
 //
-// In mode Adaptive each gate's PI adapts to its own counters; in modes
+// In mode Adaptive each gate's PI adapts to its own counters and to the
+// gap before each preemption (Policy.Adapt); in modes
 // Fixed and Auto all gates share one PI. A failing Gate call is counted in
 // GateStats.Errors and logged (at most once a second per gate); a gate
 // whose Hold fails stays released and is re-armed 25 ms later, one whose
@@ -406,8 +407,12 @@ func (c *Controller) event(e Event) {
 	// Hold count to the state before.
 	base := max(at, lf)
 	prior := gc.m.State()
+	var gap time.Duration // since the foreground before; 0: none yet
+	if gc.lastLF > 0 && at > gc.lastLF {
+		gap = time.Duration(at - gc.lastLF)
+	}
 	gc.m.Step(time.Duration(base), EvF)
-	gc.pi = c.policy.Adapt(gc.pi, prior)
+	gc.pi = c.policy.Adapt(gc.pi, prior, gap)
 	gc.m.SetPI(gc.pi)
 	gc.m.Step(time.Duration(base), EvI)
 	gc.lastLF = base
@@ -439,7 +444,7 @@ func (c *Controller) checkPI(gc *gateCtl, now Mono) {
 			gc.m.SetPI(gc.m.PI() + (at - d) + 1)
 		}
 		gc.m.Step(at, EvF)
-		gc.pi = c.policy.Adapt(gc.pi, prior)
+		gc.pi = c.policy.Adapt(gc.pi, prior, time.Duration(lf-gc.lastLF))
 		gc.m.SetPI(gc.pi)
 		gc.m.Step(at, EvI)
 		gc.lastLF = lf

@@ -390,10 +390,11 @@ func TestControllerPreemption(t *testing.T) {
 	}
 }
 
-// TestControllerAdaptive checks that preemptions lengthen the PI and idle
+// TestControllerAdaptive checks that preemptions inside a burst lengthen
+// the PI, that a preemption starting a new burst leaves it, and that idle
 // arrivals shorten it.
 func TestControllerAdaptive(t *testing.T) {
-	p := Policy{Mode: Adaptive, Min: 5 * ms, Max: 205 * ms} // additive step 2ms
+	p := Policy{Mode: Adaptive, Min: 20 * ms, Max: 820 * ms} // additive step 8ms
 	g := &fakeGate{name: "eth0/egress", greedy: true}
 	h := newHarness(t, p, g)
 	h.c.gates[0].pi = p.Min // start low instead of at Max, to keep the test short
@@ -406,20 +407,31 @@ func TestControllerAdaptive(t *testing.T) {
 		cycles++
 		g.waitCalls(t, cycles, cycles+1)
 	}
-	for range 3 { // preemptions: 5 → 10 → 20 → 40 ms
-		time.Sleep(5 * ms)
+	// The first foreground has no gap before it: a loss, 20 → 40 ms.
+	cycle()
+	// Foreground again as soon as the PI expired, a gap of about one PI
+	// (under two): preemptions inside a burst, 40 → 80 → 160 ms.
+	for range 2 {
+		time.Sleep(2 * ms)
 		cycle()
 	}
-	if s := h.stats(0); s.Preemptions != 3 || s.PI != 40*ms {
-		t.Fatalf("after 3 preemptions B[f] %d, PI %v; want 3, 40ms", s.Preemptions, s.PI)
+	if s := h.stats(0); s.Preemptions != 3 || s.PI != 160*ms {
+		t.Fatalf("after 3 preemptions inside a burst B[f] %d, PI %v; want 3, 160ms", s.Preemptions, s.PI)
+	}
+	// A gap of over two PIs: a new burst's preemption, counted in B[f]
+	// but not a loss.
+	time.Sleep(350 * ms)
+	cycle()
+	if s := h.stats(0); s.Preemptions != 4 || s.PI != 160*ms {
+		t.Fatalf("after a new burst's preemption B[f] %d, PI %v; want 4, still 160ms", s.Preemptions, s.PI)
 	}
 	g.set(func(g *fakeGate) { g.greedy = false })
 	time.Sleep(100 * ms) // background quiet
-	for range 3 {        // idle arrivals: 40 → 38 → 36 → 34 ms
+	for range 2 {        // idle arrivals: 160 → 152 → 144 ms
 		cycle()
 	}
-	if s := h.stats(0); s.ForegroundIdle != 3 || s.ForegroundInPI != 0 || s.PI != 34*ms {
-		t.Errorf("after 3 idle arrivals I[f] %d, P[f] %d, PI %v; want 3, 0, 34ms", s.ForegroundIdle, s.ForegroundInPI, s.PI)
+	if s := h.stats(0); s.ForegroundIdle != 2 || s.ForegroundInPI != 0 || s.PI != 144*ms {
+		t.Errorf("after 2 idle arrivals I[f] %d, P[f] %d, PI %v; want 2, 0, 144ms", s.ForegroundIdle, s.ForegroundInPI, s.PI)
 	}
 }
 

@@ -13,8 +13,9 @@
 //   - Policy, how the PI length is chosen: Fixed (0 is a plain priority
 //     queue, Infinite never lets background run after foreground), Auto
 //     (K × the foreground flows' RTT within [Min, Max]) or
-//     Adaptive (TCP-like windowing on the counters: a preemption doubles
-//     the PI, other foreground arrivals shorten it a little). The
+//     Adaptive (TCP-like windowing on the counters: a preemption inside a
+//     burst doubles the PI, one that starts a burst leaves it, other
+//     foreground arrivals shorten it a little). The
 //     configuration text is read by lane.ParsePI.
 //   - Controller, which drives resources' Gates — the kernel mechanism
 //     that holds and releases a resource's background work — from the

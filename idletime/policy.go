@@ -40,14 +40,21 @@ func (m Mode) String() string {
 // The adaptive mode's constants: TCP-like windowing with a preemption
 // (foreground arriving in state B, counter B[f]) acting like a loss.
 const (
-	// AdaptiveIncrease multiplies the PI on each preemption (B[f]),
-	// up to Max.
+	// AdaptiveIncrease multiplies the PI on a preemption inside a burst,
+	// up to Max: one whose foreground came less than AdaptiveIncrease·PI
+	// after the foreground before it, so the lengthened PI would have
+	// bridged the gap. A preemption after a longer gap starts a new burst:
+	// it is the one preemption per burst that a PI allows (seed 003,
+	// Section 3), and no PI shorter than the gap could have avoided it, so
+	// it leaves the PI as it is. Counting it as a loss would ratchet the
+	// PI up to the gaps between bursts and starve the background.
 	AdaptiveIncrease = 2
 	// AdaptiveDecreaseDivisor sets the additive decrease: each foreground
 	// arrival without a preemption (I[f] or P[f]) shortens the PI by
 	// (Max−Min)/AdaptiveDecreaseDivisor, down to Min. So about 100 quiet
 	// arrivals take the PI across its whole range, and a PI p holds steady
-	// when about one arrival in 100·p/(Max−Min) is a preemption.
+	// when about one arrival in 100·p/(Max−Min) is a preemption inside a
+	// burst.
 	AdaptiveDecreaseDivisor = 100
 )
 
@@ -131,20 +138,26 @@ func (p Policy) FromRTT(rtt time.Duration) time.Duration {
 }
 
 // Adapt is the Adaptive mode's PI after a foreground arrival in state s,
-// given the current PI: a preemption (s == Background) multiplies it by
-// AdaptiveIncrease, an arrival at an idle resource or during a PI (Idle,
-// InPI) shortens it by (Max−Min)/AdaptiveDecreaseDivisor; the result stays
-// within [Min, Max]. Arrivals in Foreground leave it. For other modes it
-// returns pi unchanged.
-func (p Policy) Adapt(pi time.Duration, s State) time.Duration {
+// given the current PI and the gap since the foreground before it (≤ 0
+// when unknown). A preemption (s == Background) inside a burst (gap <
+// AdaptiveIncrease·pi, or unknown) multiplies the PI by AdaptiveIncrease;
+// a preemption that starts a burst leaves it. An arrival at an idle
+// resource or during a PI (Idle, InPI) shortens it by
+// (Max−Min)/AdaptiveDecreaseDivisor. The result stays within [Min, Max].
+// Arrivals in Foreground leave it. For other modes it returns pi
+// unchanged.
+func (p Policy) Adapt(pi time.Duration, s State, gap time.Duration) time.Duration {
 	if p.Mode != Adaptive {
 		return pi
 	}
 	switch s {
 	case Background:
-		if pi > p.Max/AdaptiveIncrease {
+		switch {
+		case gap > 0 && gap/AdaptiveIncrease >= pi:
+			// A new burst's preemption: not a loss.
+		case pi > p.Max/AdaptiveIncrease:
 			pi = p.Max
-		} else {
+		default:
 			pi *= AdaptiveIncrease
 		}
 	case Idle, InPI:

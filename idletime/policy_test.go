@@ -67,20 +67,26 @@ func TestPolicyAdapt(t *testing.T) {
 	tests := []struct {
 		pi   time.Duration
 		s    State
+		gap  time.Duration
 		want time.Duration
 	}{
-		{10 * ms, Background, 20 * ms},
-		{150 * ms, Background, 201 * ms},
-		{201 * ms, Background, 201 * ms},
-		{10 * ms, Idle, 8 * ms},
-		{10 * ms, InPI, 8 * ms},
-		{2 * ms, InPI, ms},
-		{ms, Idle, ms},
-		{10 * ms, Foreground, 10 * ms},
+		{10 * ms, Background, 0, 20 * ms},       // gap unknown: a loss
+		{10 * ms, Background, 12 * ms, 20 * ms}, // inside a burst: a doubled PI bridges it
+		{10 * ms, Background, 19 * ms, 20 * ms},
+		{10 * ms, Background, 20 * ms, 10 * ms}, // a new burst: the one preemption a PI allows
+		{10 * ms, Background, time.Second, 10 * ms},
+		{150 * ms, Background, 160 * ms, 201 * ms},
+		{201 * ms, Background, 0, 201 * ms},
+		{10 * ms, Idle, 0, 8 * ms},
+		{10 * ms, Idle, time.Second, 8 * ms},
+		{10 * ms, InPI, 3 * ms, 8 * ms},
+		{2 * ms, InPI, 0, ms},
+		{ms, Idle, 0, ms},
+		{10 * ms, Foreground, 0, 10 * ms},
 	}
 	for _, tt := range tests {
-		if got := p.Adapt(tt.pi, tt.s); got != tt.want {
-			t.Errorf("Adapt(%v, %v) = %v, want %v", tt.pi, tt.s, got, tt.want)
+		if got := p.Adapt(tt.pi, tt.s, tt.gap); got != tt.want {
+			t.Errorf("Adapt(%v, %v, gap %v) = %v, want %v", tt.pi, tt.s, tt.gap, got, tt.want)
 		}
 	}
 	if got := p.Initial(); got != p.Max {
@@ -88,15 +94,15 @@ func TestPolicyAdapt(t *testing.T) {
 	}
 	// Windowing: one preemption is undone by about 100·pi/(Max−Min) quiet
 	// arrivals.
-	pi := p.Adapt(50*ms, Background)
+	pi := p.Adapt(50*ms, Background, 0)
 	n := 0
 	for ; pi > 50*ms; n++ {
-		pi = p.Adapt(pi, Idle)
+		pi = p.Adapt(pi, Idle, 0)
 	}
 	if n != 25 {
 		t.Errorf("%d quiet arrivals undid a preemption at 50ms, want 25", n)
 	}
-	if got := (Policy{PI: 3 * ms}).Adapt(3*ms, Background); got != 3*ms {
+	if got := (Policy{PI: 3 * ms}).Adapt(3*ms, Background, 0); got != 3*ms {
 		t.Errorf("fixed Adapt = %v, want unchanged", got)
 	}
 }

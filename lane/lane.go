@@ -149,7 +149,8 @@ const (
 	// PIAuto: K × the RTT of foreground TCP flows (NetIdletime.RTT: their
 	// minimum or their smoothed RTT), in [Min, Max].
 	PIAuto PIMode = "auto"
-	// PIAdaptive: lengthened on preemptions, shortened when foreground
+	// PIAdaptive: lengthened on preemptions inside a foreground burst
+	// (idletime.Policy.Adapt), shortened when foreground
 	// arrives at an idle resource or within the interval, in [Min, Max].
 	PIAdaptive PIMode = "adaptive"
 )

@@ -95,6 +95,7 @@ type gateCtl struct {
 	// Read by Stats.
 	m         *Machine
 	pi        time.Duration
+	steady    bool // Adaptive: Window.Steady
 	held      bool
 	holds     uint64
 	releases  uint64
@@ -412,7 +413,8 @@ func (c *Controller) event(e Event) {
 		gap = time.Duration(at - gc.lastLF)
 	}
 	gc.m.Step(time.Duration(base), EvF)
-	gc.pi = c.policy.Adapt(gc.pi, prior, gap)
+	w := c.policy.Adapt(Window{gc.pi, gc.steady}, prior, gap)
+	gc.pi, gc.steady = w.PI, w.Steady
 	gc.m.SetPI(gc.pi)
 	gc.m.Step(time.Duration(base), EvI)
 	gc.lastLF = base
@@ -444,7 +446,8 @@ func (c *Controller) checkPI(gc *gateCtl, now Mono) {
 			gc.m.SetPI(gc.m.PI() + (at - d) + 1)
 		}
 		gc.m.Step(at, EvF)
-		gc.pi = c.policy.Adapt(gc.pi, prior, time.Duration(lf-gc.lastLF))
+		w := c.policy.Adapt(Window{gc.pi, gc.steady}, prior, time.Duration(lf-gc.lastLF))
+		gc.pi, gc.steady = w.PI, w.Steady
 		gc.m.SetPI(gc.pi)
 		gc.m.Step(at, EvI)
 		gc.lastLF = lf

@@ -49,14 +49,29 @@ const (
 	// it leaves the PI as it is. Counting it as a loss would ratchet the
 	// PI up to the gaps between bursts and starve the background.
 	AdaptiveIncrease = 2
-	// AdaptiveDecreaseDivisor sets the additive decrease: each foreground
-	// arrival without a preemption (I[f] or P[f]) shortens the PI by
-	// (Max−Min)/AdaptiveDecreaseDivisor, down to Min. So about 100 quiet
-	// arrivals take the PI across its whole range, and a PI p holds steady
-	// when about one arrival in 100·p/(Max−Min) is a preemption inside a
-	// burst.
+	// AdaptiveDecreaseDivisor sets the additive decrease of a steady
+	// Window: each foreground arrival without a preemption (I[f] or P[f])
+	// shortens the PI by (Max−Min)/AdaptiveDecreaseDivisor, down to Min.
+	// A PI p holds steady when about one arrival in 100·p/(Max−Min) is a
+	// preemption inside a burst.
 	AdaptiveDecreaseDivisor = 100
+	// AdaptiveSlowStartDivisor divides the PI on each such arrival before
+	// the Window is steady (TCP's slow start, turned round: the PI starts
+	// at Max and shrinks fast until the first loss). Without it the PI
+	// would come down from Max one step per arrival, and while the PI is
+	// longer than the gaps between bursts the gate stays held and sees an
+	// arrival only about once per PI: 100 ms down to 2 ms would take 5 s.
+	AdaptiveSlowStartDivisor = 2
 )
+
+// Window is an adaptive gate's PI and its phase.
+type Window struct {
+	PI time.Duration
+	// Steady is set by the first preemption inside a burst; until then
+	// the PI shrinks by AdaptiveSlowStartDivisor on each quiet arrival,
+	// after it by the additive step.
+	Steady bool
+}
 
 // Policy is how the PI length is chosen. The zero Policy is Fixed with a
 // PI of 0: a plain priority queue.
@@ -137,33 +152,42 @@ func (p Policy) FromRTT(rtt time.Duration) time.Duration {
 	return time.Duration(pi)
 }
 
-// Adapt is the Adaptive mode's PI after a foreground arrival in state s,
-// given the current PI and the gap since the foreground before it (≤ 0
-// when unknown). A preemption (s == Background) inside a burst (gap <
-// AdaptiveIncrease·pi, or unknown) multiplies the PI by AdaptiveIncrease;
-// a preemption that starts a burst leaves it. An arrival at an idle
-// resource or during a PI (Idle, InPI) shortens it by
-// (Max−Min)/AdaptiveDecreaseDivisor. The result stays within [Min, Max].
-// Arrivals in Foreground leave it. For other modes it returns pi
+// Adapt is the Adaptive mode's Window after a foreground arrival in state
+// s, given the gap since the foreground before it (≤ 0 when unknown).
+//   - A preemption (s == Background) inside a burst (gap <
+//     AdaptiveIncrease·PI, or unknown) multiplies the PI by
+//     AdaptiveIncrease and makes the window steady; a preemption that
+//     starts a burst leaves the window as it is.
+//   - An arrival at an idle resource or during a PI (Idle, InPI) shortens
+//     the PI: divided by AdaptiveSlowStartDivisor until the window is
+//     steady, by (Max−Min)/AdaptiveDecreaseDivisor after.
+//   - Arrivals in Foreground leave it.
+//
+// The PI stays within [Min, Max]. For other modes w is returned
 // unchanged.
-func (p Policy) Adapt(pi time.Duration, s State, gap time.Duration) time.Duration {
+func (p Policy) Adapt(w Window, s State, gap time.Duration) Window {
 	if p.Mode != Adaptive {
-		return pi
+		return w
 	}
 	switch s {
 	case Background:
 		switch {
-		case gap > 0 && gap/AdaptiveIncrease >= pi:
+		case gap > 0 && gap/AdaptiveIncrease >= w.PI:
 			// A new burst's preemption: not a loss.
-		case pi > p.Max/AdaptiveIncrease:
-			pi = p.Max
+		case w.PI > p.Max/AdaptiveIncrease:
+			w.PI, w.Steady = p.Max, true
 		default:
-			pi *= AdaptiveIncrease
+			w.PI, w.Steady = w.PI*AdaptiveIncrease, true
 		}
 	case Idle, InPI:
-		pi -= max((p.Max-p.Min)/AdaptiveDecreaseDivisor, 1)
+		if w.Steady {
+			w.PI -= max((p.Max-p.Min)/AdaptiveDecreaseDivisor, 1)
+		} else {
+			w.PI /= AdaptiveSlowStartDivisor
+		}
 	}
-	return min(max(pi, p.Min), p.Max)
+	w.PI = min(max(w.PI, p.Min), p.Max)
+	return w
 }
 
 // FormatPI writes a fixed PI for messages: "inf" for Infinite, a Go

@@ -63,46 +63,59 @@ func TestPolicyFromRTT(t *testing.T) {
 }
 
 func TestPolicyAdapt(t *testing.T) {
-	p := Policy{Mode: Adaptive, Min: ms, Max: 201 * ms} // step 2ms
+	p := Policy{Mode: Adaptive, Min: ms, Max: 201 * ms} // additive step 2ms
+	type W = Window
 	tests := []struct {
-		pi   time.Duration
+		w    W
 		s    State
 		gap  time.Duration
-		want time.Duration
+		want W
 	}{
-		{10 * ms, Background, 0, 20 * ms},       // gap unknown: a loss
-		{10 * ms, Background, 12 * ms, 20 * ms}, // inside a burst: a doubled PI bridges it
-		{10 * ms, Background, 19 * ms, 20 * ms},
-		{10 * ms, Background, 20 * ms, 10 * ms}, // a new burst: the one preemption a PI allows
-		{10 * ms, Background, time.Second, 10 * ms},
-		{150 * ms, Background, 160 * ms, 201 * ms},
-		{201 * ms, Background, 0, 201 * ms},
-		{10 * ms, Idle, 0, 8 * ms},
-		{10 * ms, Idle, time.Second, 8 * ms},
-		{10 * ms, InPI, 3 * ms, 8 * ms},
-		{2 * ms, InPI, 0, ms},
-		{ms, Idle, 0, ms},
-		{10 * ms, Foreground, 0, 10 * ms},
+		{W{10 * ms, true}, Background, 0, W{20 * ms, true}},        // gap unknown: a loss
+		{W{10 * ms, false}, Background, 12 * ms, W{20 * ms, true}}, // inside a burst: a doubled PI bridges it
+		{W{10 * ms, true}, Background, 19 * ms, W{20 * ms, true}},
+		{W{10 * ms, true}, Background, 20 * ms, W{10 * ms, true}}, // a new burst: the one preemption a PI allows
+		{W{10 * ms, false}, Background, time.Second, W{10 * ms, false}},
+		{W{150 * ms, true}, Background, 160 * ms, W{201 * ms, true}},
+		{W{201 * ms, false}, Background, 0, W{201 * ms, true}},
+		{W{10 * ms, true}, Idle, 0, W{8 * ms, true}}, // steady: the additive step
+		{W{10 * ms, true}, Idle, time.Second, W{8 * ms, true}},
+		{W{10 * ms, true}, InPI, 3 * ms, W{8 * ms, true}},
+		{W{2 * ms, true}, InPI, 0, W{ms, true}},
+		{W{ms, true}, Idle, 0, W{ms, true}},
+		{W{10 * ms, false}, Idle, 0, W{5 * ms, false}}, // slow start: halved
+		{W{201 * ms, false}, InPI, 0, W{100500 * time.Microsecond, false}},
+		{W{ms + ms/2, false}, InPI, 0, W{ms, false}},
+		{W{10 * ms, true}, Foreground, 0, W{10 * ms, true}},
+		{W{10 * ms, false}, Foreground, 0, W{10 * ms, false}},
 	}
 	for _, tt := range tests {
-		if got := p.Adapt(tt.pi, tt.s, tt.gap); got != tt.want {
-			t.Errorf("Adapt(%v, %v, gap %v) = %v, want %v", tt.pi, tt.s, tt.gap, got, tt.want)
+		if got := p.Adapt(tt.w, tt.s, tt.gap); got != tt.want {
+			t.Errorf("Adapt(%+v, %v, gap %v) = %+v, want %+v", tt.w, tt.s, tt.gap, got, tt.want)
 		}
 	}
 	if got := p.Initial(); got != p.Max {
 		t.Errorf("Initial() = %v, want Max", got)
 	}
+	// Slow start: from Max, quiet arrivals reach Min in log2(Max/Min).
+	w, n := W{PI: p.Max}, 0
+	for ; w.PI > p.Min; n++ {
+		w = p.Adapt(w, InPI, 0)
+	}
+	if n != 8 {
+		t.Errorf("%d quiet arrivals took the PI from Max to Min in slow start, want 8", n)
+	}
 	// Windowing: one preemption is undone by about 100·pi/(Max−Min) quiet
 	// arrivals.
-	pi := p.Adapt(50*ms, Background, 0)
-	n := 0
-	for ; pi > 50*ms; n++ {
-		pi = p.Adapt(pi, Idle, 0)
+	w = p.Adapt(W{PI: 50 * ms}, Background, 0)
+	n = 0
+	for ; w.PI > 50*ms; n++ {
+		w = p.Adapt(w, Idle, 0)
 	}
 	if n != 25 {
 		t.Errorf("%d quiet arrivals undid a preemption at 50ms, want 25", n)
 	}
-	if got := (Policy{PI: 3 * ms}).Adapt(3*ms, Background, 0); got != 3*ms {
+	if got := (Policy{PI: 3 * ms}).Adapt(W{PI: 3 * ms}, Background, 0); got.PI != 3*ms {
 		t.Errorf("fixed Adapt = %v, want unchanged", got)
 	}
 }

@@ -172,6 +172,7 @@ type fileWorkload struct {
 	Protocol    string   `toml:"protocol"`
 	Rate        string   `toml:"rate"`
 	Streams     int      `toml:"streams"`
+	TOS         int      `toml:"tos"`
 	Interval    string   `toml:"interval"`
 	PacketBytes int      `toml:"packet_bytes"`
 	FPS         int      `toml:"fps"`
@@ -288,7 +289,7 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 	names := map[string]bool{}
 	for i, w := range f.Workload {
 		spec := workload.Spec{Name: w.Name, Kind: w.Kind, Direction: w.Direction, Path: w.Path, Port: w.Port,
-			CC: w.CC, Protocol: w.Protocol, Streams: w.Streams, PacketBytes: w.PacketBytes, FPS: w.FPS,
+			CC: w.CC, Protocol: w.Protocol, Streams: w.Streams, TOS: w.TOS, PacketBytes: w.PacketBytes, FPS: w.FPS,
 			FrameBytes: w.FrameBytes, ReqBytes: w.ReqBytes, RespBytes: w.RespBytes, ThinkExp: w.ThinkExp, Args: w.Args,
 			Intensity: w.Intensity / 100, SndBuf: w.SndBuf}
 		if !nameRE.MatchString(w.Name) || names[w.Name] {

@@ -43,10 +43,14 @@ type Spec struct {
 	Path      int // which path of the topology (0 for the line)
 	Port      int // base port; 0 picks one from the workload's index
 
-	CC       string        // iperf3 TCP congestion control ("cubic")
-	Protocol string        // iperf3: "tcp" (default) or "udp"
-	Rate     uint64        // iperf3 UDP rate, bits/s
-	Streams  int           // iperf3 parallel streams (default 1)
+	CC       string // iperf3 TCP congestion control ("cubic")
+	Protocol string // iperf3: "tcp" (default) or "udp"
+	Rate     uint64 // iperf3 UDP rate, bits/s
+	Streams  int    // iperf3 parallel streams (default 1)
+	// TOS is the IPv4 TOS byte iperf3's data packets carry, set by
+	// whichever end sends (the server in direction "down"): 4 is DSCP LE
+	// (RFC 8622), 0x20 CS1. 0 leaves it alone.
+	TOS      int
 	Interval time.Duration // irtt and audio send interval
 	// PacketBytes is the audio packet size (default 80) or irtt length.
 	PacketBytes int
@@ -86,6 +90,12 @@ func (s Spec) Validate() error {
 	}
 	if s.Kind == IPerf3 && s.Protocol == "udp" && s.Rate == 0 {
 		return fmt.Errorf("workload %s: udp needs a rate", s.Name)
+	}
+	if s.TOS < 0 || s.TOS > 255 {
+		return fmt.Errorf("workload %s: tos %d: want a byte, 0-255", s.Name, s.TOS)
+	}
+	if s.TOS != 0 && s.Kind != IPerf3 {
+		return fmt.Errorf("workload %s: tos applies to iperf3, not %s", s.Name, s.Kind)
 	}
 	if s.Intensity < 0 || s.Intensity > 1 {
 		return fmt.Errorf("workload %s: intensity %v: want a share in (0, 1]", s.Name, s.Intensity)

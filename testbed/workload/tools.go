@@ -110,6 +110,9 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 	if s.Direction == "down" {
 		argv = append(argv, "-R")
 	}
+	if s.TOS != 0 {
+		argv = append(argv, "-S", strconv.Itoa(s.TOS)) // the sender's data sockets, either end
+	}
 	var out []byte
 	// The server needs a moment to listen; retry a refused connection.
 	for attempt := 0; ; attempt++ {

@@ -407,31 +407,35 @@ func TestControllerAdaptive(t *testing.T) {
 		cycles++
 		g.waitCalls(t, cycles, cycles+1)
 	}
-	// The first foreground has no gap before it: a loss, 20 → 40 ms.
+	// The first foreground has no foreground before it: a preemption,
+	// but no loss.
 	cycle()
+	if s := h.stats(0); s.Preemptions != 1 || s.PI != 20*ms {
+		t.Fatalf("after the first foreground B[f] %d, PI %v; want 1, still 20ms", s.Preemptions, s.PI)
+	}
 	// Foreground again as soon as the PI expired, a gap of about one PI
-	// (under two): preemptions inside a burst, 40 → 80 → 160 ms.
+	// (under two): preemptions inside a burst, 20 → 40 → 80 ms.
 	for range 2 {
 		time.Sleep(2 * ms)
 		cycle()
 	}
-	if s := h.stats(0); s.Preemptions != 3 || s.PI != 160*ms {
-		t.Fatalf("after 3 preemptions inside a burst B[f] %d, PI %v; want 3, 160ms", s.Preemptions, s.PI)
+	if s := h.stats(0); s.Preemptions != 3 || s.PI != 80*ms {
+		t.Fatalf("after 2 preemptions inside a burst B[f] %d, PI %v; want 3, 80ms", s.Preemptions, s.PI)
 	}
 	// A gap of over two PIs: a new burst's preemption, counted in B[f]
 	// but not a loss.
-	time.Sleep(350 * ms)
+	time.Sleep(200 * ms)
 	cycle()
-	if s := h.stats(0); s.Preemptions != 4 || s.PI != 160*ms {
-		t.Fatalf("after a new burst's preemption B[f] %d, PI %v; want 4, still 160ms", s.Preemptions, s.PI)
+	if s := h.stats(0); s.Preemptions != 4 || s.PI != 80*ms {
+		t.Fatalf("after a new burst's preemption B[f] %d, PI %v; want 4, still 80ms", s.Preemptions, s.PI)
 	}
 	g.set(func(g *fakeGate) { g.greedy = false })
 	time.Sleep(100 * ms) // background quiet
-	for range 2 {        // idle arrivals: 160 → 152 → 144 ms
+	for range 2 {        // idle arrivals, steady after a loss: 80 → 72 → 64 ms
 		cycle()
 	}
-	if s := h.stats(0); s.ForegroundIdle != 2 || s.ForegroundInPI != 0 || s.PI != 144*ms {
-		t.Errorf("after 2 idle arrivals I[f] %d, P[f] %d, PI %v; want 2, 0, 144ms", s.ForegroundIdle, s.ForegroundInPI, s.PI)
+	if s := h.stats(0); s.ForegroundIdle != 2 || s.ForegroundInPI != 0 || s.PI != 64*ms {
+		t.Errorf("after 2 idle arrivals I[f] %d, P[f] %d, PI %v; want 2, 0, 64ms", s.ForegroundIdle, s.ForegroundInPI, s.PI)
 	}
 }
 

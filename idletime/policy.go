@@ -153,11 +153,11 @@ func (p Policy) FromRTT(rtt time.Duration) time.Duration {
 }
 
 // Adapt is the Adaptive mode's Window after a foreground arrival in state
-// s, given the gap since the foreground before it (≤ 0 when unknown).
-//   - A preemption (s == Background) inside a burst (gap <
-//     AdaptiveIncrease·PI, or unknown) multiplies the PI by
-//     AdaptiveIncrease and makes the window steady; a preemption that
-//     starts a burst leaves the window as it is.
+// s, given the gap since the foreground before it (≤ 0: there was none).
+//   - A preemption (s == Background) inside a burst (0 < gap <
+//     AdaptiveIncrease·PI) multiplies the PI by AdaptiveIncrease and
+//     makes the window steady; a preemption that starts a burst, or the
+//     first foreground of all, leaves the window as it is.
 //   - An arrival at an idle resource or during a PI (Idle, InPI) shortens
 //     the PI: divided by AdaptiveSlowStartDivisor until the window is
 //     steady, by (Max−Min)/AdaptiveDecreaseDivisor after.
@@ -172,7 +172,7 @@ func (p Policy) Adapt(w Window, s State, gap time.Duration) Window {
 	switch s {
 	case Background:
 		switch {
-		case gap > 0 && gap/AdaptiveIncrease >= w.PI:
+		case gap <= 0 || gap/AdaptiveIncrease >= w.PI:
 			// A new burst's preemption: not a loss.
 		case w.PI > p.Max/AdaptiveIncrease:
 			w.PI, w.Steady = p.Max, true

@@ -71,13 +71,14 @@ func TestPolicyAdapt(t *testing.T) {
 		gap  time.Duration
 		want W
 	}{
-		{W{10 * ms, true}, Background, 0, W{20 * ms, true}},        // gap unknown: a loss
+		{W{10 * ms, true}, Background, 0, W{10 * ms, true}}, // no foreground before: not a loss
+		{W{10 * ms, false}, Background, 0, W{10 * ms, false}},
 		{W{10 * ms, false}, Background, 12 * ms, W{20 * ms, true}}, // inside a burst: a doubled PI bridges it
 		{W{10 * ms, true}, Background, 19 * ms, W{20 * ms, true}},
 		{W{10 * ms, true}, Background, 20 * ms, W{10 * ms, true}}, // a new burst: the one preemption a PI allows
 		{W{10 * ms, false}, Background, time.Second, W{10 * ms, false}},
 		{W{150 * ms, true}, Background, 160 * ms, W{201 * ms, true}},
-		{W{201 * ms, false}, Background, 0, W{201 * ms, true}},
+		{W{201 * ms, false}, Background, ms, W{201 * ms, true}},
 		{W{10 * ms, true}, Idle, 0, W{8 * ms, true}}, // steady: the additive step
 		{W{10 * ms, true}, Idle, time.Second, W{8 * ms, true}},
 		{W{10 * ms, true}, InPI, 3 * ms, W{8 * ms, true}},
@@ -107,7 +108,7 @@ func TestPolicyAdapt(t *testing.T) {
 	}
 	// Windowing: one preemption is undone by about 100·pi/(Max−Min) quiet
 	// arrivals.
-	w = p.Adapt(W{PI: 50 * ms}, Background, 0)
+	w = p.Adapt(W{PI: 50 * ms}, Background, 60*ms)
 	n = 0
 	for ; w.PI > 50*ms; n++ {
 		w = p.Adapt(w, Idle, 0)
@@ -115,7 +116,7 @@ func TestPolicyAdapt(t *testing.T) {
 	if n != 25 {
 		t.Errorf("%d quiet arrivals undid a preemption at 50ms, want 25", n)
 	}
-	if got := (Policy{PI: 3 * ms}).Adapt(W{PI: 3 * ms}, Background, 0); got.PI != 3*ms {
+	if got := (Policy{PI: 3 * ms}).Adapt(W{PI: 3 * ms}, Background, ms); got.PI != 3*ms {
 		t.Errorf("fixed Adapt = %v, want unchanged", got)
 	}
 }

@@ -153,13 +153,12 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 }
 
 // idletimeOf is the idletime part of the network plans: the lanes with
-// net.idletime, when a preemption interval is configured. Follow needs
-// the download direction shaped (that is where marked packets are seen).
+// net.idletime. Without a preemption interval (pi = "off") they get no
+// gates but are still marked and followed. Follow needs the download
+// direction shaped (that is where marked packets are seen).
 func idletimeOf(cfg *lane.Config) netsched.Idletime {
-	if _, on := policyOf(cfg.Net.Idle.PI); !on {
-		return netsched.Idletime{}
-	}
-	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress}
+	_, on := policyOf(cfg.Net.Idle.PI)
+	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress, NoHold: !on}
 	for _, name := range cfg.Order {
 		switch l := cfg.Lanes[name]; {
 		case l.Net.Idletime:

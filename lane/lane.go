@@ -141,7 +141,8 @@ type PIMode string
 // PI modes.
 const (
 	// PIOff: no preemption interval — background lanes are served at
-	// strict lowest priority only (the paper's PI = 0).
+	// strict lowest priority only (the paper's PI = 0); Mark and Follow
+	// still apply.
 	PIOff PIMode = "off"
 	// PIFixed: a configured length; Infinite (PIInfinite) never lets
 	// background start after foreground.

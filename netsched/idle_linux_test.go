@@ -43,7 +43,7 @@ func newIdleTopo(t *testing.T) *topo {
 }
 
 // idleOn applies the idletime plan on ns's iface and returns the enforcer,
-// the plan and the gates (egress, ingress).
+// the plan and the gates (egress, ingress; none with o.NoHold).
 func idleOn(t *testing.T, ns, iface string, o Idletime, opts ...Option) (*Enforcer, [2]*netGate) {
 	t.Helper()
 	quiet := &opLog{}
@@ -64,6 +64,12 @@ func idleOn(t *testing.T, ns, iface string, o Idletime, opts ...Option) (*Enforc
 	}
 	t.Cleanup(func() { _ = e.Remove(iface) })
 	gs, err := e.IdleGates(iface)
+	if o.NoHold {
+		if err != nil || len(gs) != 0 {
+			t.Fatalf("IdleGates(%s) = %v, %v; want none without a PI", iface, gs, err)
+		}
+		return e, [2]*netGate{}
+	}
 	if err != nil || len(gs) != 2 {
 		t.Fatalf("IdleGates(%s) = %v, %v; want an egress and an ingress gate", iface, gs, err)
 	}
@@ -673,8 +679,20 @@ func percentiles(ds []time.Duration) pcts {
 // class on the IFB and its ACKs in dst's egress background class.
 func TestIdleMarkAndFollow(t *testing.T) {
 	testutil.RequireRoot(t)
+	for _, tc := range []struct {
+		name   string
+		noHold bool
+	}{
+		{"with a PI", false},
+		{"pi off: no gates", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testMarkAndFollow(t, tc.noHold) })
+	}
+}
+
+func testMarkAndFollow(t *testing.T, noHold bool) {
 	tp := newIdleTopo(t)
-	o := Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true}
+	o := Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true, NoHold: noHold}
 	idleOn(t, tp.src, tp.srcIf, o)
 	eDst, _ := idleOn(t, tp.dst, "v-dst", o)
 	counts := func() (ackBg, ackAll, dataBg, dataAll uint64) {

@@ -131,6 +131,10 @@ type Idletime struct {
 	// (config: net.preempts = false). A name in both Lanes and Quiet is
 	// background.
 	Quiet []string
+	// NoHold: no preemption interval (config pi = "off"). Lanes stay
+	// strict lowest-priority classes without gates; Mark and Follow still
+	// apply to them, and Quiet is ignored.
+	NoHold bool
 }
 
 // Idle reports whether the plan has idletime background lanes.
@@ -145,8 +149,9 @@ func (p Plan) Idle() bool {
 
 // WithIdletime returns p with the idletime lanes of o: their leaves become
 // TBFs over a byte FIFO (holding their target delay at their ceiling, as a
-// bfifo leaf would) that the gates can hold, and Mark and Follow are set.
-// With no lanes it returns p unchanged. p itself is not modified.
+// bfifo leaf would) that the gates can hold (not with o.NoHold), and Mark
+// and Follow are set. With no lanes it returns p unchanged. p itself is
+// not modified.
 func (p Plan) WithIdletime(o Idletime) (Plan, error) {
 	if len(o.Lanes) == 0 {
 		return p, nil
@@ -164,6 +169,10 @@ func (p Plan) WithIdletime(o Idletime) (Plan, error) {
 		if c.ClassID == p.Default {
 			return Plan{}, fmt.Errorf("%w: interface %s: idletime lane %q is the default lane: unclassified traffic must stay foreground", ErrBadPlan, p.Iface, name)
 		}
+		c.Mark = o.Mark
+		if o.NoHold {
+			continue
+		}
 		if c.Leaf != LeafBfifo && c.Leaf != LeafTbf {
 			// fq_codel's limit is in packets: size the FIFO like a
 			// bfifo leaf would be.
@@ -175,9 +184,11 @@ func (p Plan) WithIdletime(o Idletime) (Plan, error) {
 		c.Leaf = LeafTbf
 		c.LeafHandle = ClassID(tbfMajorBase+uint16(c.ClassID&0xffff), 0)
 		c.Idle = true
-		c.Mark = o.Mark
 	}
 	for _, name := range o.Quiet {
+		if o.NoHold {
+			break
+		}
 		i := slices.IndexFunc(p.Classes, func(c Class) bool { return c.Lane == name })
 		if i < 0 {
 			return Plan{}, fmt.Errorf("%w: interface %s: quiet lane %q has no class", ErrBadPlan, p.Iface, name)
@@ -188,7 +199,7 @@ func (p Plan) WithIdletime(o Idletime) (Plan, error) {
 	}
 	if o.Follow {
 		for _, c := range p.Classes {
-			if c.Idle {
+			if slices.Contains(o.Lanes, c.Lane) {
 				p.Follow = c.ClassID
 				break
 			}

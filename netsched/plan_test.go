@@ -154,6 +154,10 @@ func TestWithIdletime(t *testing.T) {
 		{"the default lane", LeafBfifo, Idletime{Lanes: []string{lane.Normal}}, true, nil, 0},
 		{"quiet interactive", LeafBfifo, Idletime{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive, lane.Background}}, false, []string{lane.Background}, 0},
 		{"unknown quiet lane", LeafBfifo, Idletime{Lanes: []string{lane.Background}, Quiet: []string{"nope"}}, true, nil, 0},
+		// pi = "off": no gates, but marked and followed.
+		{"no hold, mark and follow", LeafBfifo, Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true, NoHold: true, Quiet: []string{lane.Interactive}}, false, nil, bg},
+		{"no hold, fq_codel plan", LeafFqCodel, Idletime{Lanes: []string{"bulk", lane.Background}, Follow: true, NoHold: true}, false, nil, bg},
+		{"no hold, the default lane", LeafBfifo, Idletime{Lanes: []string{lane.Normal}, NoHold: true}, true, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,11 +178,12 @@ func TestWithIdletime(t *testing.T) {
 			}
 			var idle []string
 			for _, c := range q.Classes {
-				if wantQuiet := !c.Idle && slices.Contains(tt.o.Quiet, c.Lane); c.Quiet != wantQuiet {
+				if wantQuiet := !c.Idle && !tt.o.NoHold && slices.Contains(tt.o.Quiet, c.Lane); c.Quiet != wantQuiet {
 					t.Errorf("lane %s: quiet %v, want %v", c.Lane, c.Quiet, wantQuiet)
 				}
 				if !c.Idle {
-					if c.Leaf != tt.leaf || c.Mark {
+					wantMark := tt.o.NoHold && tt.o.Mark && slices.Contains(tt.o.Lanes, c.Lane)
+					if c.Leaf != tt.leaf || c.Mark != wantMark {
 						t.Errorf("lane %s changed: %+v", c.Lane, c)
 					}
 					continue

@@ -14,6 +14,7 @@ import (
 	"github.com/lanes-qos/lanes/internal/testutil"
 	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/netns"
+	"golang.org/x/sys/unix"
 )
 
 const ms = time.Millisecond
@@ -170,3 +171,93 @@ func TestGeneratorsIgnoreStrayDatagrams(t *testing.T) {
 		})
 	}
 }
+
+// iperf3's data carries the TOS byte the spec asks for, set by whichever
+// end sends: a packet socket on the receiver's device counts the TCP
+// packets carrying it.
+func TestIPerf3TOS(t *testing.T) {
+	topo := link(t)
+	for _, tc := range []struct {
+		name, dir string
+		tos       int
+	}{
+		{"up LE", "up", 4},
+		{"down LE", "down", 4},
+		{"down CS1", "down", 0x20},
+		{"unmarked", "down", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, dev := topo.Dst, topo.Paths[0].DstDev
+			if tc.dir == "down" {
+				ns, dev = topo.Src, topo.Paths[0].SrcDev
+			}
+			var fd int
+			err := netns.Do(ns, func() error {
+				ifi, err := net.InterfaceByName(dev)
+				if err != nil {
+					return err
+				}
+				proto := int(htons(unix.ETH_P_IP))
+				if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, proto); err != nil {
+					return err
+				}
+				return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: ifi.Index})
+			})
+			if err != nil {
+				t.Fatalf("packet socket on %s: %v", dev, err)
+			}
+			defer unix.Close(fd)
+			tv := unix.NsecToTimeval(int64(100 * ms))
+			if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.tos
+			if want == 0 {
+				want = 4 // count LE packets, and expect none
+			}
+			done := make(chan struct{})
+			counted := make(chan [2]int)
+			go func() {
+				var tcp, marked int
+				buf := make([]byte, 128)
+				deadline := time.Now().Add(30 * time.Second)
+				for time.Now().Before(deadline) {
+					select {
+					case <-done:
+						counted <- [2]int{tcp, marked}
+						return
+					default:
+					}
+					n, _, err := unix.Recvfrom(fd, buf, unix.MSG_TRUNC)
+					if err != nil || n < 20 || buf[9] != unix.IPPROTO_TCP {
+						continue
+					}
+					tcp++
+					if int(buf[1]&0xfc) == want {
+						marked++
+					}
+				}
+				counted <- [2]int{tcp, marked}
+			}()
+			_, err = Run(context.Background(), Env{Topo: topo, Logf: t.Logf},
+				Spec{Name: "tcp-" + tc.dir, Kind: IPerf3, CC: "cubic", Direction: tc.dir, TOS: tc.tos}, time.Second)
+			close(done)
+			c := <-counted
+			if err != nil {
+				t.Fatal(err)
+			}
+			tcp, marked := c[0], c[1]
+			t.Logf("%s received %d TCP packets, %d with TOS %#x", dev, tcp, marked, want)
+			switch {
+			case tcp < 500:
+				t.Fatalf("only %d TCP packets seen: the transfer did not run", tcp)
+			case tc.tos == 0 && marked != 0:
+				t.Errorf("%d packets marked %#x, want none", marked, want)
+			case tc.tos != 0 && marked < tcp*9/10:
+				t.Errorf("%d of %d packets marked %#x, want ≥ 90%% (the data; the handshake and the control connection are not)", marked, tcp, want)
+			}
+		})
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }

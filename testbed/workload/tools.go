@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -166,6 +167,12 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 	return r, nil
 }
 
+// IRTTDumpEnv names an environment variable: when it holds a directory,
+// each irtt run's full JSON output (every round trip with its timestamps)
+// is kept there as irtt-NAME-NANOS.json, for looking at latency over time
+// rather than its percentiles.
+const IRTTDumpEnv = "LANES_IRTT_DUMP"
+
 func runIRTT(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, error) {
 	cliNS, srvNS, _, srvAddr, err := env.ends(s)
 	if err != nil {
@@ -201,6 +208,14 @@ func runIRTT(ctx context.Context, env Env, s Spec, dur time.Duration) (Result, e
 			continue
 		}
 		return Result{}, fmt.Errorf("irtt client: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if d := os.Getenv(IRTTDumpEnv); d != "" {
+		f := filepath.Join(d, fmt.Sprintf("irtt-%s-%d.json", s.Name, time.Now().UnixNano()))
+		if err := os.WriteFile(f, out, 0o644); err != nil {
+			env.logf("%s: keep irtt's output: %v", IRTTDumpEnv, err)
+		} else {
+			env.logf("irtt's per-packet output: %s", f)
+		}
 	}
 	var res struct {
 		RoundTrips []struct {

@@ -5,7 +5,10 @@ package workload
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -261,3 +264,32 @@ func TestIPerf3TOS(t *testing.T) {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// With IRTTDumpEnv set, irtt's full output is kept, one round trip per
+// probe.
+func TestIRTTDump(t *testing.T) {
+	topo := link(t)
+	dir := t.TempDir()
+	t.Setenv(IRTTDumpEnv, dir)
+	r, err := Run(context.Background(), Env{Topo: topo, Logf: t.Logf}, Spec{Name: "probe", Kind: IRTT, Interval: 10 * ms}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "irtt-probe-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("kept %v, want one irtt-probe-*.json", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		RoundTrips []json.RawMessage `json:"round_trips"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("kept output: %v", err)
+	}
+	if len(out.RoundTrips) < 90 || len(out.RoundTrips) < r.Count {
+		t.Errorf("kept %d round trips, the result counted %d; want about 100", len(out.RoundTrips), r.Count)
+	}
+}

@@ -185,10 +185,11 @@ func (p Plan) WithIdletime(o Idletime) (Plan, error) {
 		c.LeafHandle = ClassID(tbfMajorBase+uint16(c.ClassID&0xffff), 0)
 		c.Idle = true
 	}
-	for _, name := range o.Quiet {
-		if o.NoHold {
-			break
-		}
+	quiet := o.Quiet
+	if o.NoHold {
+		quiet = nil // no gates for them to keep quiet
+	}
+	for _, name := range quiet {
 		i := slices.IndexFunc(p.Classes, func(c Class) bool { return c.Lane == name })
 		if i < 0 {
 			return Plan{}, fmt.Errorf("%w: interface %s: quiet lane %q has no class", ErrBadPlan, p.Iface, name)

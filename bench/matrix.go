@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 // The report of a matrix scenario (seed 003's evaluation): per variant,
@@ -225,6 +226,9 @@ type DensityPlot struct {
 	Format func(float64) string
 }
 
+// titleWidth estimates the width of a panel title (12 px sans-serif).
+func titleWidth(s string) float64 { return 6.6*float64(utf8.RuneCountInString(s)) + 10 }
+
 // WriteDensityPlots draws panels as one SVG image, a line of panels per
 // element of grid (a variant of the scenario, say).
 func WriteDensityPlots(w io.Writer, title string, grid [][]DensityPlot) {
@@ -242,6 +246,13 @@ func WriteDensityPlots(w io.Writer, title string, grid [][]DensityPlot) {
 		}
 	}
 	plotW := labelW + cellW*float64(maxInts)
+	for _, line := range grid {
+		for _, p := range line {
+			// A panel is at least as wide as its title, so that titles do
+			// not run into the next panel when there are few columns.
+			plotW = max(plotW, titleWidth(p.Title))
+		}
+	}
 	plotH := cellH*float64(maxRuns) + 40
 	width := gapX + (plotW+gapX)*float64(maxPanels)
 	height := top + (plotH+gapY)*float64(max(1, len(grid)))

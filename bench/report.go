@@ -327,9 +327,9 @@ func (as *ArmSummary) add(s *Scenario, p, fa *PhaseResult, capacity float64, idl
 }
 
 // Rewrite reads a results file, summarizes its phases again against its
-// scenario (the file it names, or scenario if not empty) and writes the
-// results anew into dir: a report of this version from the measurements
-// of an earlier run.
+// scenario (the file it names, or scenario if not empty) and the matrix
+// cells the run chose, and writes the results anew into dir: a report of
+// this version from the measurements of an earlier run.
 func Rewrite(results, scenario, dir string) ([]string, error) {
 	data, err := os.ReadFile(results)
 	if err != nil {
@@ -345,6 +345,13 @@ func Rewrite(results, scenario, dir string) ([]string, error) {
 	s, err := Load(scenario)
 	if err != nil {
 		return nil, err
+	}
+	if r.Matrix != nil && s.Matrix != nil {
+		// The matrix as run: --intensity and --pi chose its cells. The
+		// scenario's own cannot name what the run measured.
+		m := *r.Matrix
+		m.ReferenceArm, m.ReferencePI = s.Matrix.ReferenceArm, s.Matrix.ReferencePI
+		s.Matrix = &m
 	}
 	r.Matrix, r.Paper = s.Matrix, s.Paper
 	r.Reference, r.Summary = Summarize(s, r.Phases)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -235,36 +236,49 @@ func TestIdleCounters(t *testing.T) {
 	}
 }
 
-// Rewrite reports an earlier run's phases again against its scenario.
+// Rewrite reports an earlier run's phases again against its scenario,
+// with the matrix cells the run chose (--intensity, --pi), not the
+// scenario file's.
 func TestRewrite(t *testing.T) {
 	dir := t.TempDir()
 	scenario := filepath.Join(dir, "m.toml")
 	if err := os.WriteFile(scenario, []byte("name = \"m\"\npaper = [\"a figure\"]\n[matrix]\nintensity = [50]\n[[workload]]\nname = \"fg\"\nrole = \"foreground\"\nkind = \"pulse\"\n[[arm]]\nname = \"none\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	old := Results{Scenario: "m", File: scenario, Phases: []PhaseResult{
-		{Variant: "base", Repeat: 1, Phase: PhaseFgAlone, Intensity: 50, Workloads: map[string]workload.Result{"fg": {Throughput: 10e6}}},
-		{Variant: "base", Repeat: 1, Phase: PhaseMixed, Arm: "none", Intensity: 50, Workloads: map[string]workload.Result{"fg": {Throughput: 5e6}}},
-	}}
-	data, err := json.Marshal(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := filepath.Join(dir, "old.json")
-	if err := os.WriteFile(in, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
-	if _, err := Rewrite(in, "", out); err != nil {
-		t.Fatal(err)
-	}
-	md, err := os.ReadFile(filepath.Join(out, "m.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"| none | 50 % |", "- a figure"} {
-		if !strings.Contains(string(md), want) {
-			t.Errorf("rewritten markdown lacks %q:\n%s", want, md)
-		}
+	for _, tc := range []struct {
+		name      string
+		matrix    *Matrix // as recorded by the run; nil: none recorded
+		intensity float64
+	}{
+		{"the scenario's cells", nil, 50},
+		{"cells chosen by the run", &Matrix{Intensities: []float64{30}}, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := Results{Scenario: "m", File: scenario, Matrix: tc.matrix, Phases: []PhaseResult{
+				{Variant: "base", Repeat: 1, Phase: PhaseFgAlone, Intensity: tc.intensity, Workloads: map[string]workload.Result{"fg": {Throughput: 10e6}}},
+				{Variant: "base", Repeat: 1, Phase: PhaseMixed, Arm: "none", Intensity: tc.intensity, Workloads: map[string]workload.Result{"fg": {Throughput: 5e6}}},
+			}}
+			data, err := json.Marshal(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := filepath.Join(t.TempDir(), "old.json")
+			if err := os.WriteFile(in, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := t.TempDir()
+			if _, err := Rewrite(in, "", out); err != nil {
+				t.Fatal(err)
+			}
+			md, err := os.ReadFile(filepath.Join(out, "m.md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{fmt.Sprintf("| base | %g %% | none | 0.500 |", tc.intensity), "- a figure"} {
+				if !strings.Contains(string(md), want) {
+					t.Errorf("rewritten markdown lacks %q:\n%s", want, md)
+				}
+			}
+		})
 	}
 }

@@ -32,7 +32,9 @@ background's share of the leftover capacity, interactive latency against the
 idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
 
 --sweep removes namespaces and devices a crashed run left. --rewrite FILE.json
-reports the measurements of an earlier run again (e.g. with a newer report).`,
+reports the measurements of an earlier run again (e.g. with a newer report).
+With LANES_IRTT_DUMP=DIR in the environment, every irtt run's full output (each
+probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 		Example: `  sudo lanes bench bench/scenarios/s1.toml
   sudo lanes bench --repeats 1 --duration 8s --out /tmp/s1 bench/scenarios/s1.toml
   sudo lanes bench --repeats 3 --intensity 10,50,90 --pi 0,2ms,auto bench/scenarios/s3-idle-rr.toml

@@ -267,15 +267,11 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 	m.pre = pre
 	key := strconv.Itoa(pid)
 	rec := ProcRecord{PID: pid, StartTime: pi.StartTime, Lane: l.Name, Why: why, Moved: time.Now()}
-	if err := e.store.Get(state.KindProc, key, &m.prevRec); err == nil {
-		m.hadRec = true
-		if m.prevRec.StartTime == pi.StartTime {
-			// Moving between lanes: where it came from originally stays.
-			rec.Orig = m.prevRec.Orig
-			rec.IOPrio = m.prevRec.IOPrio
-		}
-	}
-	if !m.hadRec || m.prevRec.StartTime != pi.StartTime {
+	m.hadRec = e.store.Get(state.KindProc, key, &m.prevRec) == nil
+	if m.hadRec && m.prevRec.StartTime == pi.StartTime {
+		// Moving between lanes: where it came from originally stays.
+		rec.Orig, rec.IOPrio = m.prevRec.Orig, m.prevRec.IOPrio
+	} else {
 		rec.Orig = e.origin(pid, pre, e.storedRecord)
 	}
 	// Record before changing anything: a crash after the change still

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lanes-qos/lanes/cpu"
@@ -176,11 +177,71 @@ type moved struct {
 	prevRec ProcRecord
 }
 
+// Candidate is a process a Move is about to change, as the Move sees it
+// just before it changes it.
+type Candidate struct {
+	PID int
+	// Root is the requested PID whose tree the process belongs to (PID
+	// itself for a requested process).
+	Root int
+	Info ProcInfo
+	// From is where the process is now: the lane (if any) it would leave.
+	From cgroup.Membership
+}
+
+// Check decides whether a Move may change a process. An error refuses the
+// whole move: Move returns that error (not wrapped) with nothing moved.
+type Check func(Candidate) error
+
+// refusal carries a Check's error through a move, to tell it from a
+// kernel error.
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
 // Move puts each PID and its descendants into lane l, all or nothing: if a
 // requested PID does not exist or exits during the move, every process
 // already moved by this call goes back where it was. Descendants that exit
 // during the move are skipped. why records the reason ("move", "rule:12").
 func (e *Engine) Move(pids []int, l *lane.Lane, why string) ([]int, error) {
+	return e.MoveChecked(pids, l, why, nil)
+}
+
+// MoveChecked is Move with a check on every process the move would change:
+// the requested PIDs and every descendant it takes along. Before anything
+// changes, check sees the whole tree; then, as the move goes, it sees each
+// process again just before and just after it joins the lane (with what
+// /proc says at that moment), and each child forked meanwhile before it is
+// taken. A refusal at any point puts back everything this call moved and
+// returns check's error.
+func (e *Engine) MoveChecked(pids []int, l *lane.Lane, why string, check Check) ([]int, error) {
+	for _, root := range pids {
+		if _, err := ReadProc(root); err != nil {
+			return nil, err
+		}
+	}
+	if check != nil {
+		// Ask about the whole tree first, so that a refusal changes nothing.
+		for _, root := range pids {
+			for _, pid := range tree(root) {
+				err := e.approve(pid, root, check)
+				if err == nil {
+					continue
+				}
+				if r, ok := err.(*refusal); ok {
+					return nil, r.err
+				}
+				if pid != root && isGone(err) {
+					continue
+				}
+				if isGone(err) {
+					return nil, fmt.Errorf("process %d exited during the move: %w", pid, ErrNoProcess)
+				}
+				return nil, fmt.Errorf("check process %d: %w", pid, err)
+			}
+		}
+	}
 	g, err := e.EnsureLane(l)
 	if err != nil {
 		return nil, err
@@ -204,26 +265,22 @@ func (e *Engine) Move(pids []int, l *lane.Lane, why string) ([]int, error) {
 	seen := map[int]bool{}
 	var out []int
 	for _, root := range pids {
-		if _, err := ReadProc(root); err != nil {
-			rollback()
-			return nil, err
-		}
 		// A process forking while its tree moves may leave a child in the
 		// old group (forked after the scan, before its parent moved):
 		// scan again until a pass finds nothing new.
 		for pass := 0; pass < 5; pass++ {
-			tree := []int{root}
-			if d, err := cgroup.Descendants(root); err == nil {
-				tree = append(tree, d...)
-			}
 			found := false
-			for _, pid := range tree {
+			for _, pid := range tree(root) {
 				if seen[pid] {
 					continue
 				}
 				seen[pid], found = true, true
-				m, err := e.moveOne(pid, g, l, why)
+				m, err := e.moveOne(pid, root, g, l, why, check)
 				if err != nil {
+					if r, ok := err.(*refusal); ok {
+						rollback()
+						return nil, r.err
+					}
 					if pid != root && isGone(err) {
 						continue // a descendant exited: nothing to move
 					}
@@ -254,17 +311,66 @@ func (e *Engine) Move(pids []int, l *lane.Lane, why string) ([]int, error) {
 	return out, nil
 }
 
-func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (moved, error) {
+// tree is root and its descendants as they are now (just root if it is
+// gone: the move then reports it).
+func tree(root int) []int {
+	t := []int{root}
+	if d, err := cgroup.Descendants(root); err == nil {
+		t = append(t, d...)
+	}
+	return t
+}
+
+// approve asks check about pid as /proc shows it now. A *refusal is
+// check's answer; other errors are from reading /proc (isGone: it exited).
+func (e *Engine) approve(pid, root int, check Check) error {
+	pi, err := ReadProc(pid)
+	if err != nil {
+		return err
+	}
+	from, err := cgroup.ProcMembership(pid)
+	if err != nil {
+		return err
+	}
+	return e.ask(check, Candidate{PID: pid, Root: root, Info: pi, From: from})
+}
+
+func (e *Engine) ask(check Check, c Candidate) error {
+	if check == nil {
+		return nil
+	}
+	if err := check(c); err != nil {
+		return &refusal{err}
+	}
+	return nil
+}
+
+func (e *Engine) moveOne(pid, root int, g cgroup.Group, l *lane.Lane, why string, check Check) (moved, error) {
 	m := moved{pid: pid}
 	pi, err := ReadProc(pid)
 	if err != nil {
 		return m, err
 	}
-	pre, err := cgroup.ProcMembership(pid)
-	if err != nil {
+	// Every failure of a process that has exited meanwhile (ESRCH or
+	// ENOENT from any of its /proc files, a cgroup write the kernel
+	// ignored) says so, so that a descendant that exits is skipped.
+	fail := func(err error) (moved, error) {
+		if _, ok := err.(*refusal); ok || isGone(err) {
+			return m, err
+		}
+		if now, perr := ReadProc(pid); perr != nil || now.Exiting || now.StartTime != pi.StartTime {
+			return m, fmt.Errorf("process %d exited (%w): %v", pid, ErrNoProcess, err)
+		}
 		return m, err
 	}
+	pre, err := cgroup.ProcMembership(pid)
+	if err != nil {
+		return fail(err)
+	}
 	m.pre = pre
+	if err := e.ask(check, Candidate{PID: pid, Root: root, Info: pi, From: pre}); err != nil {
+		return m, err
+	}
 	key := strconv.Itoa(pid)
 	rec := ProcRecord{PID: pid, StartTime: pi.StartTime, Lane: l.Name, Why: why, Moved: time.Now()}
 	m.hadRec = e.store.Get(state.KindProc, key, &m.prevRec) == nil
@@ -281,28 +387,44 @@ func (e *Engine) moveOne(pid int, g cgroup.Group, l *lane.Lane, why string) (mov
 	}
 	if err := g.AddProc(pid); err != nil {
 		e.undoRecord(m, key)
-		return m, err
+		return fail(err)
 	}
 	// The kernel ignores writes for a process that exits meanwhile: check.
 	if now, err := cgroup.ProcMembership(pid); err != nil || !e.inGroup(now, g) {
+		e.H.Restore(pid, pre)
 		e.undoRecord(m, key)
-		if _, perr := ReadProc(pid); perr != nil {
-			return m, perr
+		if err != nil {
+			return fail(err)
 		}
-		return m, fmt.Errorf("process %d did not join %s", pid, g.Name())
+		return fail(fmt.Errorf("process %d did not join %s", pid, g.Name()))
+	}
+	if check != nil {
+		// What joined is still what was approved (no setuid exec between
+		// the check and the write).
+		err := e.approve(pid, root, check)
+		if err == nil {
+			if now, perr := ReadProc(pid); perr == nil && now.StartTime != pi.StartTime {
+				err = fmt.Errorf("process %d was replaced during the move (%w)", pid, ErrNoProcess)
+			}
+		}
+		if err != nil {
+			e.H.Restore(pid, pre)
+			e.undoRecord(m, key)
+			return fail(err)
+		}
 	}
 	saved, err := disk.ApplyProcess(pid, l.Disk)
 	m.preIO = saved
 	if err != nil {
 		e.H.Restore(pid, pre)
 		e.undoRecord(m, key)
-		return m, err
+		return fail(err)
 	}
 	if err := e.CPU.JoinThreads(pid, l.CPU); err != nil {
 		e.H.Restore(pid, pre)
 		disk.RestoreProcess(pid, saved)
 		e.undoRecord(m, key)
-		return m, err
+		return fail(err)
 	}
 	if rec.IOPrio == nil {
 		rec.IOPrio = saved
@@ -416,9 +538,11 @@ func (e *Engine) undoRecord(m moved, key string) {
 	}
 }
 
+// isGone reports whether err says a process does not exist (any more):
+// ENOENT or ESRCH from its /proc files or a cgroup write.
 func isGone(err error) bool {
 	var pe *cgroup.ProcessError
-	return errors.Is(err, ErrNoProcess) || errors.As(err, &pe) || errors.Is(err, os.ErrNotExist)
+	return errors.Is(err, ErrNoProcess) || errors.As(err, &pe) || errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
 // Records returns the stored records of moved processes that are still
@@ -438,6 +562,24 @@ func (e *Engine) Records() (map[int]ProcRecord, error) {
 		out[pr.PID] = pr
 	}
 	return out, nil
+}
+
+// Forget drops the record of pid if that process has exited (or its PID
+// now names another process): called on the process's exit event, so that
+// records of dead processes do not pile up. A live process's record stays.
+func (e *Engine) Forget(pid int) error {
+	key := strconv.Itoa(pid)
+	var r ProcRecord
+	if err := e.store.Get(state.KindProc, key, &r); err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("forget process %d: %w", pid, err)
+	}
+	if alive(pid, r.StartTime) {
+		return nil
+	}
+	return e.store.Delete(state.KindProc, key)
 }
 
 // Members returns the PIDs in a lane's group.

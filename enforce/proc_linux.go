@@ -17,7 +17,13 @@ type ProcInfo struct {
 	StartTime uint64 // clock ticks after boot (field 22 of /proc/PID/stat); tells a PID's reuse
 	UID, EUID int
 	Threads   int
+	// Exiting: the kernel has begun tearing the process down (PF_EXITING
+	// in the flags of /proc/PID/stat). A cgroup write ignores it.
+	Exiting bool
 }
+
+// pfExiting is the kernel's PF_EXITING task flag.
+const pfExiting = 0x4
 
 // ErrNoProcess is wrapped when a PID does not exist.
 var ErrNoProcess = errors.New("no such process")
@@ -51,6 +57,9 @@ func ReadProc(pid int) (ProcInfo, error) {
 	if pi.StartTime, err = strconv.ParseUint(rest[19], 10, 64); err != nil {
 		return pi, fmt.Errorf("parse /proc/%d/stat starttime: %w", pid, err)
 	}
+	if flags, err := strconv.ParseUint(rest[6], 10, 64); err == nil {
+		pi.Exiting = flags&pfExiting != 0
+	}
 	if n, err := strconv.Atoi(rest[17]); err == nil {
 		pi.Threads = n
 	}
@@ -58,6 +67,7 @@ func ReadProc(pid int) (ProcInfo, error) {
 	if err != nil {
 		return pi, fmt.Errorf("process %d does not exist (%w)", pid, ErrNoProcess)
 	}
+	found := false
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -67,9 +77,23 @@ func ReadProc(pid int) (ProcInfo, error) {
 			if len(fs) >= 2 {
 				pi.UID, _ = strconv.Atoi(fs[0])
 				pi.EUID, _ = strconv.Atoi(fs[1])
+				found = true
 			}
 			break
 		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return pi, fmt.Errorf("process %d has exited (%w)", pid, ErrNoProcess)
+		}
+		return pi, fmt.Errorf("read /proc/%d/status: %w", pid, err)
+	}
+	if !found {
+		// A process torn down between the two reads has no Uid line to give.
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return pi, fmt.Errorf("process %d has exited (%w)", pid, ErrNoProcess)
+		}
+		return pi, fmt.Errorf("read /proc/%d/status: no Uid line", pid)
 	}
 	return pi, nil
 }

@@ -14,6 +14,7 @@ type ProcInfo struct {
 	StartTime uint64
 	UID, EUID int
 	Threads   int
+	Exiting   bool
 }
 
 // ErrNoProcess is wrapped when a PID does not exist.

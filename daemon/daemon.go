@@ -348,6 +348,13 @@ func (d *Daemon) laneOf(pid int) string {
 	if err != nil {
 		return ""
 	}
+	return laneOfMembership(m)
+}
+
+// laneOfMembership returns the lane a membership puts a process in ("" for
+// none), from the hierarchy that carries the lanes (v1 cpu where there is
+// one, else v2).
+func laneOfMembership(m cgroup.Membership) string {
 	if p, ok := m.V1[cgroup.CPU]; ok {
 		return laneOfGroup(p)
 	}

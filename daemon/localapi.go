@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -161,16 +162,20 @@ func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Er
 			return nil, api.Errorf(api.CodeBadRequest, "PID %d given twice", pid)
 		}
 		seen[pid] = true
-		pi, err := enforce.ReadProc(pid)
-		if err != nil {
+		if _, err := enforce.ReadProc(pid); err != nil {
 			return nil, api.Errorf(api.CodeNoProcess, "%v", err)
 		}
-		if !c.IsRoot() && (pi.UID != c.UID || pi.EUID != c.UID) {
-			return nil, api.Errorf(api.CodeForbidden, "process %d belongs to uid %d: uid %d may only move its own processes", pid, pi.UID, c.UID)
-		}
 	}
-	moved, err := d.engine.Move(req.PIDs, l, "move")
+	var check enforce.Check
+	if !c.IsRoot() {
+		check = moveCheck(cfg, l, c.UID)
+	}
+	moved, err := d.engine.MoveChecked(req.PIDs, l, "move", check)
 	if err != nil {
+		var f *forbidden
+		if errors.As(err, &f) {
+			return nil, api.Errorf(api.CodeForbidden, "%v (nothing was moved)", err)
+		}
 		if errors.Is(err, enforce.ErrNoProcess) {
 			return nil, api.Errorf(api.CodeNoProcess, "%v (nothing was moved)", err)
 		}
@@ -178,6 +183,34 @@ func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Er
 	}
 	d.logf("api: uid %d moved %v to %s", c.UID, moved, l.Name)
 	return api.MoveResponse{Lane: l.Name, Moved: moved}, nil
+}
+
+// forbidden is a move check's refusal.
+type forbidden struct{ msg string }
+
+func (f *forbidden) Error() string { return f.msg }
+
+// moveCheck decides, for a caller of uid (not root), on every process a
+// move into lane "to" would change: the requested processes and each
+// descendant that moves along. The caller must own it (real and effective
+// uid), and it may not leave a lane that is root's only (unprivileged =
+// false): that lane's limits are not the caller's to lift.
+func moveCheck(cfg *lane.Config, to *lane.Lane, uid int) enforce.Check {
+	return func(p enforce.Candidate) error {
+		who := fmt.Sprintf("process %d", p.PID)
+		if p.PID != p.Root {
+			who = fmt.Sprintf("process %d (a descendant of %d, which would move with it)", p.PID, p.Root)
+		}
+		if p.Info.UID != uid || p.Info.EUID != uid {
+			return &forbidden{fmt.Sprintf("%s belongs to uid %d (effective uid %d): uid %d may only move its own processes", who, p.Info.UID, p.Info.EUID, uid)}
+		}
+		if from := laneOfMembership(p.From); from != "" && from != to.Name {
+			if fl, ok := cfg.Lanes[from]; ok && !fl.Unprivileged {
+				return &forbidden{fmt.Sprintf("%s is in lane %q, which only root may move processes out of (uid %d)", who, from, uid)}
+			}
+		}
+		return nil
+	}
 }
 
 func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) (any, *api.Error) {

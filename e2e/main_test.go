@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,12 +46,45 @@ func TestMain(m *testing.M) {
 		secs, _ := strconv.Atoi(os.Args[len(os.Args)-1])
 		time.Sleep(time.Duration(min(max(secs, 1), 120)) * time.Second)
 		os.Exit(0)
+	case "suid-sleep":
+		// Run from a setuid-root copy of this binary: "euid" keeps the
+		// caller's real uid (effective uid 0), "root" becomes root fully.
+		if len(os.Args) > 1 && os.Args[1] == "root" {
+			if err := syscall.Setresuid(0, 0, 0); err != nil {
+				fmt.Fprintln(os.Stderr, "setresuid:", err)
+				os.Exit(1)
+			}
+		}
+		time.Sleep(60 * time.Second)
+		os.Exit(0)
+	case "post":
+		// POST SOCKET ROUTE BODY: one raw request to lanesd, as whoever
+		// runs it; prints the HTTP status and the body.
+		os.Exit(post(os.Args[1], os.Args[2], os.Args[3]))
 	case "":
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s\n", roleEnv)
 		os.Exit(2)
 	}
 	os.Exit(m.Run())
+}
+
+func post(socket, route, body string) int {
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}
+	resp, err := hc.Post("http://lanesd"+route, "application/json", strings.NewReader(body))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%d %s", resp.StatusCode, b)
+	return 0
 }
 
 // spin burns CPU for LANES_SPIN_SECONDS (default 10) on several threads of

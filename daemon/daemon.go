@@ -109,7 +109,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("load config: %w", err)
 	}
 	socket, stateDir := opts.paths(cfg)
-	ln, err := listen(socket)
+	ln, err := listen(socket, cfg.Daemon.SocketGID)
 	if err != nil {
 		return err
 	}
@@ -187,9 +187,8 @@ loop:
 }
 
 // listen opens the API socket: a live daemon on it is an error, a stale
-// socket file is removed. Mode 0666: every user may connect; what each may
-// do is decided per request from its peer credentials.
-func listen(path string) (net.Listener, error) {
+// socket file is removed. Who may connect is set by socketAccess.
+func listen(path string, gid int) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create socket dir: %w", err)
 	}
@@ -204,11 +203,32 @@ func listen(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o666); err != nil {
+	if err := socketAccess(path, gid); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("chmod socket: %w", err)
+		return nil, err
 	}
 	return ln, nil
+}
+
+// socketAccess sets who may connect to the API socket: with gid -1 every
+// user (mode 0666: what each may do is decided per request from its peer
+// credentials), else root and the members of group gid (root:gid, 0660).
+// The socket is closed to others (0600) while its group changes.
+func socketAccess(path string, gid int) error {
+	mode, group := os.FileMode(0o666), 0
+	if gid >= 0 {
+		mode, group = 0o660, gid
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("socket %s: %w", path, err)
+	}
+	if err := os.Chown(path, 0, group); err != nil {
+		return fmt.Errorf("socket %s: give it to group %d (daemon.socket_gid): %w", path, group, err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		return fmt.Errorf("socket %s: %w", path, err)
+	}
+	return nil
 }
 
 func (d *Daemon) configName() string {
@@ -303,6 +323,14 @@ func (d *Daemon) reload() (*lane.Config, error) {
 		d.reconcile(cfg, d.config())
 		d.setHealth("config-apply-failed", err.Error())
 		return nil, fmt.Errorf("apply %s: %w", path, err)
+	}
+	if gid := cfg.Daemon.SocketGID; gid != d.config().Daemon.SocketGID {
+		if err := socketAccess(d.socketPath, gid); err != nil {
+			d.setHealth("socket-access", err.Error())
+			d.logf("reload: %v", err)
+		} else {
+			d.setHealth("socket-access", "")
+		}
 	}
 	d.mu.Lock()
 	d.cfg, d.cfgPath, d.cfgLoaded, d.cfgErr = cfg, path, time.Now(), ""

@@ -210,3 +210,61 @@ cpu = { cap = 10 }
 		}
 	}
 }
+
+// daemon.socket_gid decides who may connect: unset, everyone (0666, what
+// each may do is decided per request); set, root and that group's members
+// (root:GID, 0660), others get no connection at all. A reload applies a
+// change.
+func TestSocketGID(t *testing.T) {
+	member, other := testUser(t), testUser(t)
+	gid := int(member.Gid)
+	cases := []struct {
+		name     string
+		config   string
+		mode     os.FileMode
+		gid      int
+		otherIn  bool
+		reloaded string // config after a reload, which must give the other case's access
+	}{
+		{"unset", "", 0o666, 0, true, fmt.Sprintf("[daemon]\nsocket_gid = %d\n", gid)},
+		{"group", fmt.Sprintf("[daemon]\nsocket_gid = %d\n", gid), 0o660, gid, false, "[daemon]\nsocket_gid = -1\n"},
+	}
+	check := func(t *testing.T, e *env, mode os.FileMode, gid int, otherIn bool) {
+		t.Helper()
+		fi, err := os.Stat(e.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != mode || st.Uid != 0 || int(st.Gid) != gid {
+			t.Errorf("socket %v %d:%d, want %v 0:%d", fi.Mode().Perm(), st.Uid, st.Gid, mode, gid)
+		}
+		if r := e.lanesAs(member, "status"); r.code != 0 {
+			t.Errorf("member of the group: exit %d %s", r.code, r.stderr)
+		}
+		r := e.lanesAs(other, "status")
+		if otherIn && r.code != 0 {
+			t.Errorf("other user: exit %d %s", r.code, r.stderr)
+		}
+		if !otherIn && (r.code == 0 || !strings.Contains(r.stderr, "permission denied")) {
+			t.Errorf("other user: exit %d %q, want permission denied", r.code, r.stderr)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.config)
+			if tc.config == "" {
+				e.writeConfig("")
+			}
+			e.start()
+			check(t, e, tc.mode, tc.gid, tc.otherIn)
+			e.writeConfig(tc.reloaded)
+			if r := e.lanes("reload"); r.code != 0 {
+				t.Fatalf("reload: %d %s", r.code, r.stderr)
+			}
+			other := cases[1-map[string]int{"unset": 0, "group": 1}[tc.name]]
+			check(t, e, other.mode, other.gid, other.otherIn)
+			e.stop()
+		})
+	}
+}

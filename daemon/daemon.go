@@ -429,8 +429,13 @@ func (d *Daemon) applyRulesToRunning() {
 	}
 }
 
-// watchProcesses applies rules to processes as they exec: through the
-// proc connector, or by polling /proc when it is unavailable.
+// sweepInterval is how often the records of processes that exited unseen
+// are pruned (each exit seen is pruned at once).
+const sweepInterval = time.Minute
+
+// watchProcesses applies rules to processes as they exec, and drops the
+// records of processes as they exit: through the proc connector, or by
+// polling /proc when it is unavailable.
 func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	var events <-chan monitor.Event
@@ -448,10 +453,18 @@ func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 		if pc != nil {
 			defer pc.Close()
 		}
+		sweep := time.NewTicker(sweepInterval)
+		defer sweep.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-sweep.C:
+				// Records of processes whose exit went unseen (lost
+				// events, a PID that was reused meanwhile).
+				if _, err := d.engine.Records(); err != nil {
+					d.logf("prune records of exited processes: %v", err)
+				}
 			case ev, ok := <-events:
 				if !ok {
 					return
@@ -461,6 +474,12 @@ func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 					p, err := monitor.ReadProcess(ev.TGID)
 					if err == nil {
 						d.placeByRule(d.config(), p)
+					}
+				case monitor.Exit:
+					if ev.PID == ev.TGID {
+						if err := d.engine.Forget(ev.TGID); err != nil {
+							d.logf("forget exited process %d: %v", ev.TGID, err)
+						}
 					}
 				case monitor.Overflow:
 					d.applyRulesToRunning()

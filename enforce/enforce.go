@@ -42,6 +42,12 @@ type Engine struct {
 
 	mu  sync.Mutex
 	net Net
+
+	// recorded holds (at least) the PIDs with a process record, so that
+	// Forget, called on every exit on the host, looks up the store only
+	// for processes lanes moved.
+	recMu    sync.Mutex
+	recorded map[int]bool
 }
 
 // ProcRecord is what the state store keeps of a process lanes moved.
@@ -100,7 +106,7 @@ func New(opts Options) (*Engine, error) {
 	if gn == nil {
 		gn = func(l string) string { return cgroup.Prefix + l }
 	}
-	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn}, nil
+	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, recorded: map[int]bool{}}, nil
 }
 
 // SetNet turns network classification on (n != nil) or off.
@@ -382,6 +388,7 @@ func (e *Engine) moveOne(pid, root int, g cgroup.Group, l *lane.Lane, why string
 	}
 	// Record before changing anything: a crash after the change still
 	// knows where the process came from.
+	e.noteRecorded(pid)
 	if err := e.store.Put(state.KindProc, key, rec); err != nil {
 		return m, err
 	}
@@ -560,6 +567,7 @@ func (e *Engine) Records() (map[int]ProcRecord, error) {
 			continue
 		}
 		out[pr.PID] = pr
+		e.noteRecorded(pr.PID)
 	}
 	return out, nil
 }
@@ -568,6 +576,12 @@ func (e *Engine) Records() (map[int]ProcRecord, error) {
 // now names another process): called on the process's exit event, so that
 // records of dead processes do not pile up. A live process's record stays.
 func (e *Engine) Forget(pid int) error {
+	e.recMu.Lock()
+	known := e.recorded[pid]
+	e.recMu.Unlock()
+	if !known {
+		return nil
+	}
 	key := strconv.Itoa(pid)
 	var r ProcRecord
 	if err := e.store.Get(state.KindProc, key, &r); err != nil {
@@ -579,7 +593,16 @@ func (e *Engine) Forget(pid int) error {
 	if alive(pid, r.StartTime) {
 		return nil
 	}
+	e.recMu.Lock()
+	delete(e.recorded, pid)
+	e.recMu.Unlock()
 	return e.store.Delete(state.KindProc, key)
+}
+
+func (e *Engine) noteRecorded(pid int) {
+	e.recMu.Lock()
+	e.recorded[pid] = true
+	e.recMu.Unlock()
 }
 
 // Members returns the PIDs in a lane's group.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,7 +96,9 @@ func (d *Daemon) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(api.VersionHeader, api.Version)
 		// The API is for local programs, never for browsers.
-		if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+		if o, ref := r.Header.Get("Origin"), r.Header.Get("Referer"); o != "" || ref != "" {
+			c := creds(r)
+			d.logf("api: %s %s by uid %d pid %d refused: a browser's request (Origin %q, Referer %q)", r.Method, r.URL.Path, c.UID, c.PID, o, ref)
 			writeErr(w, api.Errorf(api.CodeForbidden, "requests from browsers are refused"))
 			return
 		}
@@ -127,11 +130,30 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// maxBody is the largest request body the API reads.
+const maxBody = 1 << 20
+
+// decode reads the request body: exactly one JSON object of v's type,
+// with no unknown field and nothing but white space after it.
 func decode(r *http.Request, v any) *api.Error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return api.Errorf(api.CodeBadRequest, "bad request body: %v", err)
+	}
+	if len(body) > maxBody {
+		return api.Errorf(api.CodeBadRequest, "bad request body: larger than %d bytes", maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return api.Errorf(api.CodeBadRequest, "bad request body: %v", err)
+	}
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		shown := string(rest)
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		return api.Errorf(api.CodeBadRequest, "bad request body: trailing data after the request object at byte %d: %q", len(body)-len(rest), shown)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -24,7 +26,8 @@ func TestRoutesSorted(t *testing.T) {
 // Requests that never reach a handler: wrong method, unknown route, a
 // browser's request. Every error is JSON with a code, and the version header is set.
 func TestRequestsRefusedBeforeHandlers(t *testing.T) {
-	d := &Daemon{logf: t.Logf}
+	var logged strings.Builder
+	d := &Daemon{logf: func(f string, a ...any) { fmt.Fprintf(&logged, f+"\n", a...) }}
 	h := d.handler()
 	cases := []struct {
 		method, path string
@@ -39,6 +42,7 @@ func TestRequestsRefusedBeforeHandlers(t *testing.T) {
 		{http.MethodGet, api.RouteStatus, map[string]string{"Referer": "http://example.test/"}, http.StatusForbidden, api.CodeForbidden},
 	}
 	for _, tc := range cases {
+		logged.Reset()
 		req := httptest.NewRequest(tc.method, tc.path, nil)
 		for k, v := range tc.header {
 			req.Header.Set(k, v)
@@ -51,6 +55,41 @@ func TestRequestsRefusedBeforeHandlers(t *testing.T) {
 		if rec.Header().Get(api.VersionHeader) != api.Version {
 			t.Errorf("%s %s: no version header", tc.method, tc.path)
 		}
+		// A browser's request is refused as other refusals are: logged.
+		if tc.code == api.CodeForbidden && !strings.Contains(logged.String(), "refused: a browser's request") {
+			t.Errorf("%s %s %v: refusal not logged (log %q)", tc.method, tc.path, tc.header, logged.String())
+		}
+	}
+}
+
+// A request body is one JSON object: anything after it but white space is
+// refused, named.
+func TestTrailingDataRefused(t *testing.T) {
+	d := &Daemon{logf: t.Logf}
+	cases := []struct {
+		name, body string
+		status     int
+		msg        string
+	}{
+		{"second object", `{"pids": [1], "lane": "background"} {"pids": [2], "lane": "interactive"}`, http.StatusBadRequest, `trailing data after the request object at byte 36: "{\"pids\": [2], \"lane\": \"interactive\"}"`},
+		{"garbage", `{"pids": [1], "lane": "background"}x`, http.StatusBadRequest, `trailing data after the request object at byte 35: "x"`},
+		{"long", `{"pids": [1], "lane": "background"}` + strings.Repeat("y", 100), http.StatusBadRequest, `"` + strings.Repeat("y", 40) + `..."`},
+		{"white space only", "{\"pids\": [], \"lane\": \"background\"} \n\t", http.StatusBadRequest, "no PIDs given"},
+		{"unknown field", `{"pids": [1], "lane": "background", "x": 1}`, http.StatusBadRequest, `unknown field "x"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, api.RouteMove, strings.NewReader(tc.body))
+			rec := httptest.NewRecorder()
+			d.handler().ServeHTTP(rec, req)
+			var e api.Error
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+				t.Fatalf("%s: %v", rec.Body, err)
+			}
+			if rec.Code != tc.status || e.Code != api.CodeBadRequest || !strings.Contains(e.Message, tc.msg) {
+				t.Errorf("%d %s; want %d with %s", rec.Code, rec.Body, tc.status, tc.msg)
+			}
+		})
 	}
 }
 

@@ -116,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 	defer os.Remove(socket)
 	defer ln.Close()
 
-	store, err := state.Open(stateDir)
+	store, rep, err := openState(stateDir, logf)
 	if err != nil {
 		return err
 	}
@@ -127,6 +127,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d := &Daemon{opts: opts, logf: logf, store: store, engine: eng, cfg: cfg, cfgPath: cfgPath,
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket}
+	for code, msg := range recoverState(eng, store, rep, stateDir, logf) {
+		d.setHealth(code, msg)
+	}
 
 	d.cleanNetLeftovers()
 	if err := d.reconcile(nil, cfg); err != nil {
@@ -465,6 +468,7 @@ func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 				if _, err := d.engine.Records(); err != nil {
 					d.logf("prune records of exited processes: %v", err)
 				}
+				d.setHealth("second-record", d.engine.NoteProblem())
 			case ev, ok := <-events:
 				if !ok {
 					return
@@ -508,7 +512,7 @@ func Cleanup(opts Options) error {
 		c.Close()
 		return fmt.Errorf("lanesd is running on %s: stop it first (it restores the host itself)", socket)
 	}
-	store, err := state.Open(stateDir)
+	store, rep, err := openState(stateDir, logf)
 	if err != nil {
 		return err
 	}
@@ -517,5 +521,6 @@ func Cleanup(opts Options) error {
 	if err != nil {
 		return err
 	}
+	recoverState(eng, store, rep, stateDir, logf)
 	return eng.RestoreAll()
 }

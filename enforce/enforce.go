@@ -48,6 +48,10 @@ type Engine struct {
 	// for processes lanes moved.
 	recMu    sync.Mutex
 	recorded map[int]bool
+
+	// notes: the second record of each moved process, kept by its lane's
+	// group (see note.go).
+	notes noteState
 }
 
 // ProcRecord is what the state store keeps of a process lanes moved.
@@ -260,12 +264,7 @@ func (e *Engine) MoveChecked(pids []int, l *lane.Lane, why string, check Check) 
 				e.logf("rollback: process %d: %v", m.pid, err)
 			}
 			disk.RestoreProcess(m.pid, m.preIO)
-			key := strconv.Itoa(m.pid)
-			if m.hadRec {
-				e.store.Put(state.KindProc, key, m.prevRec)
-			} else {
-				e.store.Delete(state.KindProc, key)
-			}
+			e.undoRecord(m, strconv.Itoa(m.pid), g)
 		}
 	}
 	seen := map[int]bool{}
@@ -392,14 +391,15 @@ func (e *Engine) moveOne(pid, root int, g cgroup.Group, l *lane.Lane, why string
 	if err := e.store.Put(state.KindProc, key, rec); err != nil {
 		return m, err
 	}
+	e.writeNote(g, rec)
 	if err := g.AddProc(pid); err != nil {
-		e.undoRecord(m, key)
+		e.undoRecord(m, key, g)
 		return fail(err)
 	}
 	// The kernel ignores writes for a process that exits meanwhile: check.
 	if now, err := cgroup.ProcMembership(pid); err != nil || !e.inGroup(now, g) {
 		e.H.Restore(pid, pre)
-		e.undoRecord(m, key)
+		e.undoRecord(m, key, g)
 		if err != nil {
 			return fail(err)
 		}
@@ -416,7 +416,7 @@ func (e *Engine) moveOne(pid, root int, g cgroup.Group, l *lane.Lane, why string
 		}
 		if err != nil {
 			e.H.Restore(pid, pre)
-			e.undoRecord(m, key)
+			e.undoRecord(m, key, g)
 			return fail(err)
 		}
 	}
@@ -424,13 +424,13 @@ func (e *Engine) moveOne(pid, root int, g cgroup.Group, l *lane.Lane, why string
 	m.preIO = saved
 	if err != nil {
 		e.H.Restore(pid, pre)
-		e.undoRecord(m, key)
+		e.undoRecord(m, key, g)
 		return fail(err)
 	}
 	if err := e.CPU.JoinThreads(pid, l.CPU); err != nil {
 		e.H.Restore(pid, pre)
 		disk.RestoreProcess(pid, saved)
-		e.undoRecord(m, key)
+		e.undoRecord(m, key, g)
 		return fail(err)
 	}
 	if rec.IOPrio == nil {
@@ -444,6 +444,10 @@ func (e *Engine) moveOne(pid, root int, g cgroup.Group, l *lane.Lane, why string
 	}
 	if err := e.store.Put(state.KindProc, key, rec); err != nil {
 		return m, err
+	}
+	e.writeNote(g, rec)
+	if m.hadRec && m.prevRec.Lane != "" && m.prevRec.Lane != l.Name {
+		e.removeNote(m.prevRec.Lane, pid)
 	}
 	return m, nil
 }
@@ -537,12 +541,21 @@ func (e *Engine) inGroup(m cgroup.Membership, g cgroup.Group) bool {
 	return m.V2 == want
 }
 
-func (e *Engine) undoRecord(m moved, key string) {
-	if m.hadRec {
-		e.store.Put(state.KindProc, key, m.prevRec)
-	} else {
+func (e *Engine) undoRecord(m moved, key string, g cgroup.Group) {
+	if !m.hadRec {
 		e.store.Delete(state.KindProc, key)
+		g.RemoveNote(noteKey(m.pid))
+		return
 	}
+	e.store.Put(state.KindProc, key, m.prevRec)
+	if m.prevRec.Lane == "" {
+		return
+	}
+	prev := e.Group(m.prevRec.Lane)
+	if prev.Name() != g.Name() {
+		g.RemoveNote(noteKey(m.pid))
+	}
+	e.writeNote(prev, m.prevRec)
 }
 
 // isGone reports whether err says a process does not exist (any more):
@@ -564,6 +577,9 @@ func (e *Engine) Records() (map[int]ProcRecord, error) {
 		var pr ProcRecord
 		if json.Unmarshal(r.Data, &pr) != nil || !alive(pr.PID, pr.StartTime) {
 			e.store.Delete(state.KindProc, r.Key)
+			if pr.Lane != "" {
+				e.removeNote(pr.Lane, pr.PID)
+			}
 			continue
 		}
 		out[pr.PID] = pr
@@ -596,7 +612,11 @@ func (e *Engine) Forget(pid int) error {
 	e.recMu.Lock()
 	delete(e.recorded, pid)
 	e.recMu.Unlock()
-	return e.store.Delete(state.KindProc, key)
+	if err := e.store.Delete(state.KindProc, key); err != nil {
+		return err
+	}
+	e.removeNote(r.Lane, pid)
+	return nil
 }
 
 func (e *Engine) noteRecorded(pid int) {
@@ -675,6 +695,7 @@ func (e *Engine) release(pid int, recs map[int]ProcRecord) error {
 	if own {
 		disk.RestoreProcess(pid, rec.IOPrio)
 		e.store.Delete(state.KindProc, strconv.Itoa(pid))
+		e.removeNote(rec.Lane, pid)
 	} else if tids, terr := cgroup.Threads(pid); terr == nil {
 		for _, t := range tids {
 			disk.SetIOPrio(t, lane.IONone, 0)

@@ -2,11 +2,13 @@ package state
 
 import (
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -37,27 +39,229 @@ type Record struct {
 	Created time.Time
 }
 
-// Open opens (creating if needed) the database in dir.
+// FileName is the database's file name in the state directory; SQLite
+// keeps its write-ahead log beside it (FileName + "-wal", "-shm").
+const FileName = "state.db"
+
+// CorruptError says the database cannot be trusted: SQLite cannot read it,
+// its integrity check fails, its schema is not lanes', its write-ahead log
+// is not one, or the file is empty although it was written before. The
+// records it held are lost (see MoveAside); Open returns it instead of
+// opening such a file, so that a loss is never silent.
+type CorruptError struct {
+	Path   string
+	Reason string
+	Err    error // the underlying error, if any
+}
+
+func (e *CorruptError) Error() string {
+	msg := fmt.Sprintf("state database %s is corrupt: %s", e.Path, e.Reason)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Open opens (creating if needed) the database in dir, after checking that
+// it is sound: an error wrapping *CorruptError if it is not.
+//
+// Commits are not synced to disk (synchronous=NORMAL with the write-ahead
+// log): a record must outlive a crash of lanesd, which it does in the page
+// cache, not a power loss, after which the kernel objects it describes
+// (cgroups, qdiscs, moved processes) are gone too.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
-	path := filepath.Join(dir, "state.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	path := filepath.Join(dir, FileName)
+	if err := checkFiles(path); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
+	if err := initSchema(db, path); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Store{db: db, path: path}, nil
+}
+
+// initSchema checks the database's integrity and creates or checks the
+// objects table.
+func initSchema(db *sql.DB, path string) error {
+	corrupt := func(reason string, err error) error {
+		return fmt.Errorf("open state: %w", &CorruptError{Path: path, Reason: reason, Err: err})
+	}
+	rows, err := db.Query(`PRAGMA integrity_check`)
+	if err != nil {
+		if isCorruptErr(err) {
+			return corrupt("SQLite cannot read it", err)
+		}
+		return fmt.Errorf("open state %s: integrity check: %w", path, err)
+	}
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			rows.Close()
+			return corrupt("integrity check", err)
+		}
+		if line != "ok" && len(problems) < 3 {
+			problems = append(problems, line)
+		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return corrupt("integrity check", err)
+	}
+	if len(problems) > 0 {
+		return corrupt("integrity check failed: "+strings.Join(problems, "; "), nil)
+	}
 	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS objects (
 		kind TEXT NOT NULL,
 		key TEXT NOT NULL,
 		data TEXT NOT NULL,
 		created INTEGER NOT NULL,
 		PRIMARY KEY (kind, key))`); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("init state %s: %w", path, err)
+		if isCorruptErr(err) {
+			return corrupt("cannot create its table", err)
+		}
+		return fmt.Errorf("init state %s: %w", path, err)
 	}
-	return &Store{db: db, path: path}, nil
+	// The table must be lanes': the four columns, in order.
+	cols, err := db.Query(`SELECT name FROM pragma_table_info('objects') ORDER BY cid`)
+	if err != nil {
+		return corrupt("cannot read its schema", err)
+	}
+	var names []string
+	for cols.Next() {
+		var n string
+		if err := cols.Scan(&n); err != nil {
+			cols.Close()
+			return corrupt("cannot read its schema", err)
+		}
+		names = append(names, n)
+	}
+	cols.Close()
+	if got := strings.Join(names, ","); got != "kind,key,data,created" {
+		return corrupt(fmt.Sprintf("table objects has columns (%s), want (kind,key,data,created)", got), nil)
+	}
+	if _, err := db.Exec(`SELECT kind, key, data, created FROM objects LIMIT 1`); err != nil {
+		return corrupt("cannot read its records", err)
+	}
+	return nil
+}
+
+// isCorruptErr reports whether a SQLite error says the file is not a
+// sound database (rather than, e.g., busy or out of disk space).
+func isCorruptErr(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"malformed", "not a database", "corrupt", "SQLITE_CORRUPT", "SQLITE_NOTADB", "unsupported file format", "disk I/O error"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFiles checks what SQLite would accept silently while losing
+// records: an empty database file (truncated) and a write-ahead log that is
+// not one (SQLite ignores a log with a bad header, and every transaction in
+// it). A file that cannot be read is reported too.
+func checkFiles(path string) error {
+	corrupt := func(reason string, err error) error {
+		return fmt.Errorf("open state: %w", &CorruptError{Path: path, Reason: reason, Err: err})
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a new store
+	}
+	if err != nil {
+		return corrupt("cannot stat it", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return corrupt("not a regular file ("+fi.Mode().Type().String()+")", nil)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return corrupt("cannot read it", err)
+	}
+	f.Close()
+	wal, werr := os.ReadFile(path + "-wal")
+	if werr != nil && !errors.Is(werr, os.ErrNotExist) {
+		return corrupt("cannot read its write-ahead log "+path+"-wal", werr)
+	}
+	if len(wal) > 0 {
+		if reason := checkWALHeader(wal); reason != "" {
+			return corrupt("its write-ahead log "+path+"-wal "+reason+" (SQLite would ignore it and the records in it)", nil)
+		}
+	}
+	// Open creates the database and writes its table at once, so an empty
+	// file with no log to go with it has lost what was written to it.
+	if fi.Size() == 0 && len(wal) == 0 {
+		return corrupt("the file is empty (0 bytes): it was truncated", nil)
+	}
+	return nil
+}
+
+// WAL header (https://sqlite.org/fileformat.html#wal_file_format).
+const (
+	walHeaderLen = 32
+	walMagicLE   = 0x377f0682 // checksums computed little-endian
+	walMagicBE   = 0x377f0683 // big-endian
+	walVersion   = 3007000
+)
+
+// checkWALHeader returns why b does not start with a valid SQLite WAL
+// header, or "" if it does. A log shorter than its header is one SQLite
+// never finished writing (it ignores it; nothing was committed in it).
+func checkWALHeader(b []byte) string {
+	if len(b) < walHeaderLen {
+		return ""
+	}
+	magic := binary.BigEndian.Uint32(b[0:])
+	if magic != walMagicLE && magic != walMagicBE {
+		return fmt.Sprintf("has no WAL magic number (%#08x)", magic)
+	}
+	if v := binary.BigEndian.Uint32(b[4:]); v != walVersion {
+		return fmt.Sprintf("has WAL format version %d, want %d", v, walVersion)
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if magic == walMagicBE {
+		order = binary.BigEndian
+	}
+	var s0, s1 uint32
+	for i := 0; i < 24; i += 8 {
+		s0 += order.Uint32(b[i:]) + s1
+		s1 += order.Uint32(b[i+4:]) + s0
+	}
+	if s0 != binary.BigEndian.Uint32(b[24:]) || s1 != binary.BigEndian.Uint32(b[28:]) {
+		return "has a bad header checksum"
+	}
+	return ""
+}
+
+// MoveAside renames the database in dir and its write-ahead log and shared
+// memory files to <name>.corrupt-<time>[-wal|-shm], keeping them for
+// inspection, so that Open starts a new one. It returns the new name of
+// the database file.
+func MoveAside(dir string) (string, error) {
+	path := filepath.Join(dir, FileName)
+	aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405.000"))
+	var errs []error
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		err := os.Rename(path+suffix, aside+suffix)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("move %s aside: %w", path+suffix, err))
+		}
+	}
+	return aside, errors.Join(errs...)
 }
 
 // Path returns the database file path.
@@ -138,4 +342,72 @@ func (s *Store) Count() (int, error) {
 		return 0, fmt.Errorf("count records: %w", err)
 	}
 	return n, nil
+}
+
+// Entry is one record to put in a batch.
+type Entry struct {
+	Kind, Key string
+	Value     any
+}
+
+// PutMany stores every entry (as Put does) in one transaction: all or none.
+func (s *Store) PutMany(entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	return s.tx(func(tx *sql.Tx) error {
+		st, err := tx.Prepare(`INSERT INTO objects(kind, key, data, created) VALUES(?, ?, ?, ?)
+			ON CONFLICT(kind, key) DO UPDATE SET data = excluded.data`)
+		if err != nil {
+			return fmt.Errorf("record %d objects: %w", len(entries), err)
+		}
+		defer st.Close()
+		for _, e := range entries {
+			b, err := json.Marshal(e.Value)
+			if err != nil {
+				return fmt.Errorf("encode %s %s: %w", e.Kind, e.Key, err)
+			}
+			if _, err := st.Exec(e.Kind, e.Key, string(b), now); err != nil {
+				return fmt.Errorf("record %s %s: %w", e.Kind, e.Key, err)
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteMany removes the records kind/key for every key, in one
+// transaction; missing records are not an error.
+func (s *Store) DeleteMany(kind string, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	return s.tx(func(tx *sql.Tx) error {
+		st, err := tx.Prepare(`DELETE FROM objects WHERE kind = ? AND key = ?`)
+		if err != nil {
+			return fmt.Errorf("forget %d %s records: %w", len(keys), kind, err)
+		}
+		defer st.Close()
+		for _, k := range keys {
+			if _, err := st.Exec(kind, k); err != nil {
+				return fmt.Errorf("forget %s %s: %w", kind, k, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) tx(fn func(*sql.Tx) error) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fmt.Errorf("state %s: begin: %w", s.path, err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("state %s: commit: %w", s.path, err)
+	}
+	return nil
 }

@@ -50,3 +50,18 @@ func ParentPID(pid int) (int, error) { return 0, errUnsupported }
 
 // AddTree is not supported outside Linux.
 func (g Group) AddTree(pid int) ([]int, error) { return nil, errUnsupported }
+
+// ErrNoNotes says this host keeps no group notes.
+var ErrNoNotes = errUnsupported
+
+// NoteNamespace is not supported outside Linux.
+func (g Group) NoteNamespace() (string, error) { return "", errUnsupported }
+
+// SetNote is not supported outside Linux.
+func (g Group) SetNote(key string, val []byte) error { return errUnsupported }
+
+// RemoveNote is not supported outside Linux.
+func (g Group) RemoveNote(key string) error { return errUnsupported }
+
+// Notes is not supported outside Linux.
+func (g Group) Notes(prefix string) (map[string][]byte, error) { return nil, errUnsupported }

@@ -18,7 +18,6 @@ import (
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/lane"
-	"github.com/lanes-qos/lanes/monitor"
 	"github.com/lanes-qos/lanes/state"
 )
 
@@ -373,15 +372,6 @@ func laneOfGroup(path string) string {
 	return ""
 }
 
-// laneOf returns the lane a process is in ("" for none).
-func (d *Daemon) laneOf(pid int) string {
-	m, err := cgroup.ProcMembership(pid)
-	if err != nil {
-		return ""
-	}
-	return laneOfMembership(m)
-}
-
 // laneOfMembership returns the lane a membership puts a process in ("" for
 // none), from the hierarchy that carries the lanes (v1 cpu where there is
 // one, else v2).
@@ -390,108 +380,6 @@ func laneOfMembership(m cgroup.Membership) string {
 		return laneOfGroup(p)
 	}
 	return laneOfGroup(m.V2)
-}
-
-// placeByRule moves p into the lane of the first matching rule, unless it
-// is already in a lane (placed explicitly, by a rule, or forked from a
-// member): rules place processes that are in no lane.
-func (d *Daemon) placeByRule(cfg *lane.Config, p lane.Process) {
-	if p.PID == os.Getpid() || d.laneOf(p.PID) != "" {
-		return
-	}
-	name, rule := cfg.Match(p)
-	if rule == nil {
-		return
-	}
-	l, err := cfg.Lane(name)
-	if err != nil {
-		return
-	}
-	why := fmt.Sprintf("rule:%d", rule.Line)
-	if _, err := d.engine.Move([]int{p.PID}, l, why); err != nil {
-		if !errors.Is(err, enforce.ErrNoProcess) {
-			d.logf("rule at line %d: move %d (%s) to %s: %v", rule.Line, p.PID, p.Comm, name, err)
-		}
-		return
-	}
-	d.logf("rule at line %d: %d (%s) -> %s", rule.Line, p.PID, p.Comm, name)
-}
-
-func (d *Daemon) applyRulesToRunning() {
-	cfg := d.config()
-	if len(cfg.Rules) == 0 {
-		return
-	}
-	procs, err := monitor.Scan()
-	if err != nil {
-		// Processes that could not be read are skipped; the rest are placed.
-		d.logf("scan processes: %v", err)
-	}
-	for _, p := range procs {
-		d.placeByRule(cfg, p)
-	}
-}
-
-// sweepInterval is how often the records of processes that exited unseen
-// are pruned (each exit seen is pruned at once).
-const sweepInterval = time.Minute
-
-// watchProcesses applies rules to processes as they exec, and drops the
-// records of processes as they exit: through the proc connector, or by
-// polling /proc when it is unavailable.
-func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
-	done := make(chan struct{})
-	var events <-chan monitor.Event
-	pc, err := monitor.ListenProc(d.logf)
-	if err == nil {
-		d.events = "proc connector"
-		events = pc.Events()
-	} else {
-		d.events = "polling /proc every 500ms"
-		d.setHealth("events-polling", "proc connector unavailable, polling /proc: "+err.Error())
-		events = monitor.PollProcs(ctx, 500*time.Millisecond)
-	}
-	go func() {
-		defer close(done)
-		if pc != nil {
-			defer pc.Close()
-		}
-		sweep := time.NewTicker(sweepInterval)
-		defer sweep.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-sweep.C:
-				// Records of processes whose exit went unseen (lost
-				// events, a PID that was reused meanwhile).
-				if _, err := d.engine.Records(); err != nil {
-					d.logf("prune records of exited processes: %v", err)
-				}
-				d.setHealth("second-record", d.engine.NoteProblem())
-			case ev, ok := <-events:
-				if !ok {
-					return
-				}
-				switch ev.Kind {
-				case monitor.Exec:
-					p, err := monitor.ReadProcess(ev.TGID)
-					if err == nil {
-						d.placeByRule(d.config(), p)
-					}
-				case monitor.Exit:
-					if ev.PID == ev.TGID {
-						if err := d.engine.Forget(ev.TGID); err != nil {
-							d.logf("forget exited process %d: %v", ev.TGID, err)
-						}
-					}
-				case monitor.Overflow:
-					d.applyRulesToRunning()
-				}
-			}
-		}
-	}()
-	return done
 }
 
 // Cleanup removes everything a previous lanesd left in the kernel (after a

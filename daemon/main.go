@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"os"
+	"runtime/pprof"
 )
 
 // Main is lanesd's command line: it parses args (without the program
@@ -18,6 +20,7 @@ func Main(args []string, stderr io.Writer) int {
 	fs.StringVar(&opts.ConfigPath, "config", "", "config file (default "+DefaultConfigPath+" if it exists, else the embedded defaults)")
 	fs.StringVar(&opts.Socket, "socket", "", "local API socket (default: the config's daemon.socket, /run/lanes/lanes.sock)")
 	fs.StringVar(&opts.StateDir, "state-dir", "", "state directory (default: the config's daemon.state_dir, /var/lib/lanes)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until lanesd stops")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: lanesd [flags]
 
@@ -44,6 +47,19 @@ Flags:
 	}
 	logger := log.New(stderr, "lanesd: ", log.LstdFlags)
 	opts.Logf = logger.Printf
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			logger.Printf("cpu profile: %v", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			logger.Printf("cpu profile %s: %v", *cpuprofile, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var err error
 	if *cleanup {
 		err = Cleanup(opts)

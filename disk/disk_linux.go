@@ -220,3 +220,15 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 	e.mech.Reason += "; " + schedulerNote()
 	return e, nil
 }
+
+// Snapshot returns the raw ioprio of each thread in tids, as RestoreProcess
+// takes it; threads that have exited are left out.
+func Snapshot(tids []int) Saved {
+	s := Saved{}
+	for _, tid := range tids {
+		if raw, err := ioprioGet(tid); err == nil {
+			s[tid] = raw
+		}
+	}
+	return s
+}

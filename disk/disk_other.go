@@ -28,3 +28,6 @@ func RestoreProcess(pid int, s Saved) error { return errUnsupported }
 func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 	return nil, fmt.Errorf("disk enforcer: %w", errUnsupported)
 }
+
+// Snapshot is not supported outside Linux: it returns nothing.
+func Snapshot(tids []int) Saved { return Saved{} }

@@ -47,7 +47,11 @@ type Engine struct {
 	// Forget, called on every exit on the host, looks up the store only
 	// for processes lanes moved.
 	recMu    sync.Mutex
-	recorded map[int]bool
+	recorded map[int]recMeta
+
+	// ensured is the lane each group was last made to match (EnsureLane),
+	// so that a storm of rule placements does not rewrite its settings.
+	ensured map[string]*lane.Lane
 
 	// notes: the second record of each moved process, kept by its lane's
 	// group (see note.go).
@@ -110,7 +114,7 @@ func New(opts Options) (*Engine, error) {
 	if gn == nil {
 		gn = func(l string) string { return cgroup.Prefix + l }
 	}
-	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, recorded: map[int]bool{}}, nil
+	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}}, nil
 }
 
 // SetNet turns network classification on (n != nil) or off.
@@ -175,6 +179,9 @@ func (e *Engine) EnsureLane(l *lane.Lane) (cgroup.Group, error) {
 			return g, fmt.Errorf("lane %s: bind traffic class: %w", l.Name, err)
 		}
 	}
+	e.mu.Lock()
+	e.ensured[l.Name] = l
+	e.mu.Unlock()
 	return g, nil
 }
 
@@ -387,7 +394,7 @@ func (e *Engine) moveOne(pid, root int, g cgroup.Group, l *lane.Lane, why string
 	}
 	// Record before changing anything: a crash after the change still
 	// knows where the process came from.
-	e.noteRecorded(pid)
+	e.noteRecordedStart(pid, pi.StartTime, l.Name)
 	if err := e.store.Put(state.KindProc, key, rec); err != nil {
 		return m, err
 	}
@@ -548,6 +555,7 @@ func (e *Engine) undoRecord(m moved, key string, g cgroup.Group) {
 		return
 	}
 	e.store.Put(state.KindProc, key, m.prevRec)
+	e.noteRecordedStart(m.pid, m.prevRec.StartTime, m.prevRec.Lane)
 	if m.prevRec.Lane == "" {
 		return
 	}
@@ -583,7 +591,7 @@ func (e *Engine) Records() (map[int]ProcRecord, error) {
 			continue
 		}
 		out[pr.PID] = pr
-		e.noteRecorded(pr.PID)
+		e.noteRecordedStart(pr.PID, pr.StartTime, pr.Lane)
 	}
 	return out, nil
 }
@@ -593,7 +601,7 @@ func (e *Engine) Records() (map[int]ProcRecord, error) {
 // records of dead processes do not pile up. A live process's record stays.
 func (e *Engine) Forget(pid int) error {
 	e.recMu.Lock()
-	known := e.recorded[pid]
+	_, known := e.recorded[pid]
 	e.recMu.Unlock()
 	if !known {
 		return nil
@@ -619,9 +627,30 @@ func (e *Engine) Forget(pid int) error {
 	return nil
 }
 
+// recMeta is what the engine keeps in memory of a process record (zero
+// when only the PID is known).
+type recMeta struct {
+	start uint64
+	lane  string
+}
+
 func (e *Engine) noteRecorded(pid int) {
 	e.recMu.Lock()
-	e.recorded[pid] = true
+	if _, ok := e.recorded[pid]; !ok {
+		e.recorded[pid] = recMeta{}
+	}
+	e.recMu.Unlock()
+}
+
+func (e *Engine) noteRecordedStart(pid int, start uint64, laneName string) {
+	e.recMu.Lock()
+	e.recorded[pid] = recMeta{start: start, lane: laneName}
+	e.recMu.Unlock()
+}
+
+func (e *Engine) dropRecorded(pid int) {
+	e.recMu.Lock()
+	delete(e.recorded, pid)
 	e.recMu.Unlock()
 }
 

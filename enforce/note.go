@@ -145,7 +145,7 @@ func (e *Engine) Recover() (Recovery, error) {
 				errs = append(errs, err)
 				continue
 			}
-			e.noteRecorded(rec.PID)
+			e.noteRecordedStart(rec.PID, rec.StartTime, rec.Lane)
 			rc.Rebuilt++
 		}
 	}

@@ -32,7 +32,7 @@ var ErrNoProcess = errors.New("no such process")
 // not exist or has exited (a zombie).
 func ReadProc(pid int) (ProcInfo, error) {
 	pi := ProcInfo{PID: pid}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	stat, err := readSmall("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			return pi, fmt.Errorf("process %d does not exist (%w)", pid, ErrNoProcess)

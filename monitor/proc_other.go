@@ -54,3 +54,8 @@ func Scan() ([]lane.Process, error) {
 func ReadProcess(pid int) (lane.Process, error) {
 	return lane.Process{PID: pid}, fmt.Errorf("read process %d: %w", pid, errNoProc)
 }
+
+// ReadProcessCgroup fails: it reads /proc.
+func ReadProcessCgroup(pid int) (lane.Process, []byte, error) {
+	return lane.Process{PID: pid}, nil, fmt.Errorf("read process %d: %w", pid, errNoProc)
+}

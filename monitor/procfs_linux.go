@@ -24,26 +24,33 @@ const procRoot = "/proc"
 // read (another user's, when not root). A process that does not exist (or
 // has gone) gives an error wrapping os.ErrNotExist.
 func ReadProcess(pid int) (lane.Process, error) {
+	p, _, err := ReadProcessCgroup(pid)
+	return p, err
+}
+
+// ReadProcessCgroup is ReadProcess that also returns the contents of
+// /proc/PID/cgroup it read, for the caller's own use (its membership).
+func ReadProcessCgroup(pid int) (lane.Process, []byte, error) {
 	p := lane.Process{PID: pid}
 	dir := procRoot + "/" + strconv.Itoa(pid)
-	status, err := os.ReadFile(dir + "/status")
+	status, err := ReadSmall(dir + "/status")
 	if err != nil {
-		return p, fmt.Errorf("read process %d: %w", pid, err)
+		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
 	}
 	uid, ok := statusUID(status)
 	if !ok {
-		return p, fmt.Errorf("read process %d: no Uid line in %s/status", pid, dir)
+		return p, nil, fmt.Errorf("read process %d: no Uid line in %s/status", pid, dir)
 	}
 	p.UID = uid
 	p.User = userName(uid)
-	comm, err := os.ReadFile(dir + "/comm")
+	comm, err := ReadSmall(dir + "/comm")
 	if err != nil {
-		return p, fmt.Errorf("read process %d: %w", pid, err)
+		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
 	}
 	p.Comm = strings.TrimSuffix(string(comm), "\n")
-	cg, err := os.ReadFile(dir + "/cgroup")
+	cg, err := ReadSmall(dir + "/cgroup")
 	if err != nil {
-		return p, fmt.Errorf("read process %d: %w", pid, err)
+		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
 	}
 	p.Cgroup = CgroupPath(cg)
 	p.Unit = lane.UnitOf(p.Cgroup)
@@ -55,14 +62,14 @@ func ReadProcess(pid int) (lane.Process, error) {
 		// A kernel thread or a zombie: no executable. Tell the two apart
 		// from a vanished process by the directory itself.
 		if _, serr := os.Stat(dir); serr != nil {
-			return p, fmt.Errorf("read process %d: %w", pid, serr)
+			return p, nil, fmt.Errorf("read process %d: %w", pid, serr)
 		}
 	case errors.Is(err, fs.ErrPermission):
 		// Another user's process: match it without its executable.
 	default:
-		return p, fmt.Errorf("read process %d: %w", pid, err)
+		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
 	}
-	return p, nil
+	return p, cg, nil
 }
 
 // Scan describes every process in /proc (thread-group leaders only). It

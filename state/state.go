@@ -70,7 +70,9 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // Commits are not synced to disk (synchronous=NORMAL with the write-ahead
 // log): a record must outlive a crash of lanesd, which it does in the page
 // cache, not a power loss, after which the kernel objects it describes
-// (cgroups, qdiscs, moved processes) are gone too.
+// (cgroups, qdiscs, moved processes) are gone too. The store holds the
+// file's lock while open (locking_mode=EXCLUSIVE): one process owns it,
+// and its transactions take no file locks.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
@@ -79,7 +81,7 @@ func Open(dir string) (*Store, error) {
 	if err := checkFiles(path); err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=locking_mode(EXCLUSIVE)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}

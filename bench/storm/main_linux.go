@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lanes-qos/lanes/api/client"
+	"github.com/lanes-qos/lanes/internal/cgroup"
+)
+
+// childSource is the child: it sleeps childLife and exits. Static, so
+// that its exec costs the machine as little as possible.
+const childSource = `#include <time.h>
+int main(void) { struct timespec t = {0, 200000000}; nanosleep(&t, 0); return 0; }
+`
+
+// childLife is how long a child lives; checks are due before it exits.
+const childLife = 200 * time.Millisecond
+
+// thresholds are the times after exec at which a child's lane is checked;
+// the first is the bar.
+var thresholds = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond}
+
+// Result is one storm's measurements.
+type Result struct {
+	Lanesd   string        `json:"lanesd"`
+	Rate     float64       `json:"rate_target"`
+	Duration time.Duration `json:"duration_ns"`
+	Spawned  int           `json:"spawned"`
+	// Achieved is the spawn rate reached (children per second).
+	Achieved float64 `json:"rate_achieved"`
+	// PlacedWithin[i] is the share of children in the lane at
+	// thresholds[i] after their exec.
+	PlacedWithin []float64 `json:"placed_within"`
+	Thresholds   []string  `json:"thresholds"`
+	// CheckLateP99 is how late the checker ran its checks (p99): a check
+	// due at 20 ms ran at most this much later.
+	CheckLateP99 time.Duration `json:"check_late_p99_ns"`
+	// LanesdCPU is lanesd's CPU time over the storm, as a share of one core.
+	LanesdCPU float64 `json:"lanesd_cpu_core"`
+	// Ls is the wall time of `lanes ls`, run every 200 ms during the storm.
+	LsN     int           `json:"ls_n"`
+	LsP50   time.Duration `json:"ls_p50_ns"`
+	LsP99   time.Duration `json:"ls_p99_ns"`
+	LsMax   time.Duration `json:"ls_max_ns"`
+	LsFails int           `json:"ls_failures"`
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "spawn" {
+		os.Exit(spawnMain(os.Args[2:]))
+	}
+	fs := flag.NewFlagSet("storm", flag.ExitOnError)
+	lanesd := fs.String("lanesd", "", "lanesd binary to measure (required)")
+	lanes := fs.String("lanes", "", "lanes binary for `lanes ls` during the storm (required)")
+	rate := fs.Float64("rate", 2000, "children spawned per second")
+	dur := fs.Duration("duration", 20*time.Second, "how long the storm lasts")
+	cpuprofile := fs.String("cpuprofile", "", "pass --cpuprofile FILE to lanesd (a lanesd without the flag fails to start)")
+	keep := fs.Bool("keep", false, "keep the work directory (lanesd's log, config)")
+	fs.Parse(os.Args[1:])
+	if *lanesd == "" || *lanes == "" {
+		fmt.Fprintln(os.Stderr, "storm: --lanesd and --lanes are required")
+		os.Exit(2)
+	}
+	if *rate <= 0 || *rate > 20000 || *dur <= 0 || *dur > 10*time.Minute {
+		fmt.Fprintln(os.Stderr, "storm: --rate must be in (0, 20000] and --duration in (0, 10m]")
+		os.Exit(2)
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "storm: run as root (lanesd needs it)")
+		os.Exit(1)
+	}
+	res, err := run(*lanesd, *lanes, *rate, *dur, *cpuprofile, *keep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storm:", err)
+		os.Exit(1)
+	}
+	b, _ := json.MarshalIndent(res, "", "  ")
+	fmt.Println(string(b))
+	fmt.Printf("storm %s: %d children at %.0f/s for %s: placed within %s %.2f%%, %s %.2f%%, %s %.2f%%, %s %.2f%%; lanesd CPU %.1f%% of a core; lanes ls p50 %s p99 %s max %s (n=%d, %d failed)\n",
+		filepath.Base(res.Lanesd), res.Spawned, res.Achieved, res.Duration,
+		res.Thresholds[0], 100*res.PlacedWithin[0], res.Thresholds[1], 100*res.PlacedWithin[1],
+		res.Thresholds[2], 100*res.PlacedWithin[2], res.Thresholds[3], 100*res.PlacedWithin[3],
+		100*res.LanesdCPU, res.LsP50.Round(time.Microsecond*100), res.LsP99.Round(time.Microsecond*100), res.LsMax.Round(time.Microsecond*100), res.LsN, res.LsFails)
+}
+
+func run(lanesd, lanes string, rate float64, dur time.Duration, cpuprofile string, keep bool) (*Result, error) {
+	work, err := os.MkdirTemp("", "lanes-storm-")
+	if err != nil {
+		return nil, err
+	}
+	if !keep {
+		defer os.RemoveAll(work)
+	} else {
+		fmt.Fprintln(os.Stderr, "storm: work directory", work)
+	}
+	child := filepath.Join(work, "stormchild")
+	src := filepath.Join(work, "stormchild.c")
+	if err := os.WriteFile(src, []byte(childSource), 0o644); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command("gcc", "-O2", "-static", "-o", child, src).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build the child (gcc -static; apt-get install gcc libc6-dev): %v\n%s", err, out)
+	}
+	config := filepath.Join(work, "lanes.toml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("[[rule]]\nexe = %q\nlane = \"background\"\n", child)), 0o644); err != nil {
+		return nil, err
+	}
+	socket := filepath.Join(work, "lanes.sock")
+	logf, err := os.Create(filepath.Join(work, "lanesd.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	args := []string{"--config", config, "--socket", socket, "--state-dir", filepath.Join(work, "state")}
+	if cpuprofile != "" {
+		args = append(args, "--cpuprofile", cpuprofile)
+	}
+	d := exec.Command(lanesd, args...)
+	d.Stdout, d.Stderr = logf, logf
+	if err := d.Start(); err != nil {
+		return nil, fmt.Errorf("start lanesd: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- d.Wait() }()
+	defer func() {
+		d.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			d.Process.Kill()
+		}
+	}()
+	cl := client.New(socket)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cl.Status(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("lanesd did not answer on %s: %v (log %s)", socket, err, logf.Name())
+		}
+		select {
+		case err := <-exited:
+			b, _ := os.ReadFile(logf.Name())
+			return nil, fmt.Errorf("lanesd exited at start: %v\n%s", err, b)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	time.Sleep(time.Second) // let it settle
+
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	sp := exec.Command(self, "spawn", "--child", child, "--rate", fmt.Sprint(rate), "--duration", dur.String())
+	sp.Stderr = os.Stderr
+	out, err := sp.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cpu0, err := cpuTicks(d.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := sp.Start(); err != nil {
+		return nil, err
+	}
+	// lanes ls every 200 ms while the storm lasts.
+	lsDone := make(chan struct{})
+	var ls []time.Duration
+	lsFails := 0
+	go func() {
+		defer close(lsDone)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		end := time.Now().Add(dur)
+		for time.Now().Before(end) {
+			<-tick.C
+			s := time.Now()
+			c := exec.Command(lanes, "--socket", socket, "ls")
+			if err := c.Run(); err != nil {
+				lsFails++
+				continue
+			}
+			ls = append(ls, time.Since(s))
+		}
+	}()
+	var res Result
+	if err := json.NewDecoder(bufio.NewReader(out)).Decode(&res); err != nil {
+		return nil, fmt.Errorf("spawner's result: %w", err)
+	}
+	if err := sp.Wait(); err != nil {
+		return nil, fmt.Errorf("spawner: %w", err)
+	}
+	wall := time.Since(t0)
+	cpu1, err := cpuTicks(d.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	<-lsDone
+	res.Lanesd = lanesd
+	res.LanesdCPU = float64(cpu1-cpu0) / 100 / wall.Seconds() // USER_HZ = 100
+	slices.Sort(ls)
+	res.LsN, res.LsFails = len(ls), lsFails
+	if len(ls) > 0 {
+		res.LsP50 = ls[len(ls)/2]
+		res.LsP99 = ls[min(len(ls)-1, len(ls)*99/100)]
+		res.LsMax = ls[len(ls)-1]
+	}
+	return &res, nil
+}
+
+// cpuTicks is utime + stime of pid, in clock ticks.
+func cpuTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("lanesd's CPU time: %w", err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// f[0] is field 3; utime is field 14, stime 15.
+	if len(f) < 13 {
+		return 0, errors.New("lanesd's CPU time: short /proc/PID/stat")
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("lanesd's CPU time: %w", err)
+	}
+	return u + st, nil
+}
+
+// check is one child waiting for its next lane check.
+type check struct {
+	pid   int
+	exec  time.Time
+	stage int
+}
+
+// spawnMain is the spawner, a process of its own so that reaping every
+// child (wait4(-1)) takes none of the parent's (lanesd, lanes ls).
+func spawnMain(args []string) int {
+	fs := flag.NewFlagSet("storm spawn", flag.ExitOnError)
+	child := fs.String("child", "", "program to spawn")
+	rate := fs.Float64("rate", 2000, "children per second")
+	dur := fs.Duration("duration", 20*time.Second, "storm length")
+	fs.Parse(args)
+	h, err := cgroup.Detect()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storm spawn:", err)
+		return 1
+	}
+	want := "/" + cgroup.Prefix + "background"
+	inLane := func(pid int) (bool, bool) {
+		m, err := cgroup.ProcMembership(pid)
+		if err != nil {
+			return false, false
+		}
+		p, ok := m.V1[cgroup.CPU]
+		if !ok || h.CPURoot == "" {
+			p = m.V2
+		}
+		return p == want, true
+	}
+	// Reap every child.
+	go func() {
+		var ws syscall.WaitStatus
+		for {
+			if _, err := syscall.Wait4(-1, &ws, 0, nil); errors.Is(err, syscall.ECHILD) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	queues := make([]chan check, len(thresholds))
+	for i := range queues {
+		queues[i] = make(chan check, int(*rate*5)+1024)
+	}
+	placed := make([]int, len(thresholds))
+	var late []time.Duration
+	checked := make(chan struct{})
+	var spawning atomic.Bool
+	spawning.Store(true)
+	go func() {
+		defer close(checked)
+		pending := make([]*check, len(queues))
+		for {
+			progress, busy := false, spawning.Load()
+			for i, q := range queues {
+				if pending[i] == nil {
+					select {
+					case c := <-q:
+						pending[i] = &c
+					default:
+						continue
+					}
+				}
+				busy = true
+				c := pending[i]
+				due := c.exec.Add(thresholds[i])
+				now := time.Now()
+				if now.Before(due) {
+					continue
+				}
+				pending[i], progress = nil, true
+				if i == 0 {
+					late = append(late, now.Sub(due))
+				}
+				ok, alive := inLane(c.pid)
+				if ok {
+					for j := i; j < len(thresholds); j++ {
+						placed[j]++
+					}
+					continue
+				}
+				if alive && i+1 < len(queues) {
+					c.stage = i + 1
+					queues[i+1] <- *c
+				}
+			}
+			if !busy {
+				return
+			}
+			if !progress {
+				time.Sleep(200 * time.Microsecond)
+			}
+		}
+	}()
+	devnull, err := syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storm spawn:", err)
+		return 1
+	}
+	attr := &syscall.ProcAttr{Files: []uintptr{uintptr(devnull), uintptr(devnull), uintptr(devnull)}}
+	argv := []string{*child}
+	start := time.Now()
+	n := 0
+	for {
+		el := time.Since(start)
+		if el >= *dur {
+			break
+		}
+		target := int(el.Seconds() * *rate)
+		for n < target {
+			pid, err := syscall.ForkExec(*child, argv, attr)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "storm spawn:", err)
+				return 1
+			}
+			queues[0] <- check{pid: pid, exec: time.Now()}
+			n++
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+	spawnTime := time.Since(start)
+	spawning.Store(false)
+	<-checked
+	slices.Sort(late)
+	res := Result{Rate: *rate, Duration: *dur, Spawned: n, Achieved: float64(n) / spawnTime.Seconds()}
+	for i, th := range thresholds {
+		res.Thresholds = append(res.Thresholds, th.String())
+		res.PlacedWithin = append(res.PlacedWithin, float64(placed[i])/float64(max(n, 1)))
+	}
+	if len(late) > 0 {
+		res.CheckLateP99 = late[len(late)*99/100]
+	}
+	json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}

@@ -1,0 +1,239 @@
+package enforce
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lanes-qos/lanes/disk"
+	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/state"
+)
+
+// Placement is a process a rule puts into a lane, as the caller read it
+// at its exec: rules place processes that are in no lane.
+type Placement struct {
+	PID       int
+	StartTime uint64            // from /proc/PID/stat, against PID reuse
+	From      cgroup.Membership // where it is now: where it goes back to
+	Threads   int               // from /proc/PID/stat
+	Why       string            // "rule:12"
+}
+
+// Placed is the outcome of one Placement.
+type Placed struct {
+	PID int
+	// Err is why it was not placed; wraps ErrNoProcess when it exited.
+	Err error
+	// Descendants are children it had forked before it joined, moved
+	// after it.
+	Descendants []int
+}
+
+// PlaceBatch puts many new processes into lane l at the cost of few
+// commits: the records of the whole batch are written in one transaction
+// before anything changes (as Move's are, one by one), then each process
+// joins, then one more transaction corrects the records of processes whose
+// threads had more than one I/O priority to save, and one drops those that
+// exited meanwhile. It is Move for a process storm: no authorisation
+// check, and children forked before their parent joined are moved after
+// it (by Move). A process already in a lane is left alone.
+func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
+	g, err := e.ensureCached(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Placed, len(ps))
+	recs := make([]ProcRecord, len(ps))
+	entries := make([]state.Entry, 0, len(ps))
+	now := time.Now()
+	for i, p := range ps {
+		out[i].PID = p.PID
+		if e.inLaneGroup(p.From) {
+			out[i].Err = fmt.Errorf("process %d is in a lane already (%+v)", p.PID, p.From)
+			continue
+		}
+		tids := []int{p.PID}
+		if p.Threads > 1 {
+			if t, err := cgroup.Threads(p.PID); err == nil {
+				tids = t
+			}
+		}
+		recs[i] = ProcRecord{PID: p.PID, StartTime: p.StartTime, Lane: l.Name, Why: p.Why, Orig: p.From,
+			IOPrio: disk.Snapshot(tids), Moved: now}
+		entries = append(entries, state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), Value: recs[i]})
+	}
+	// Record first: a crash after a change still knows where each came from.
+	for i := range ps {
+		if out[i].Err == nil {
+			e.noteRecordedStart(ps[i].PID, ps[i].StartTime, l.Name)
+		}
+	}
+	if err := e.store.PutMany(entries); err != nil {
+		return nil, fmt.Errorf("place %d processes in %s: %w", len(entries), l.Name, err)
+	}
+	var fix []state.Entry
+	var gone []string
+	for i, p := range ps {
+		if out[i].Err != nil {
+			continue
+		}
+		rec := &recs[i]
+		e.writeNote(g, *rec)
+		err := g.AddProc(p.PID)
+		var saved disk.Saved
+		if err == nil {
+			saved, err = disk.ApplyProcess(p.PID, l.Disk)
+		}
+		if err == nil {
+			err = e.CPU.JoinThreads(p.PID, l.CPU)
+		}
+		if err != nil {
+			if !isGone(err) && alive(p.PID, p.StartTime) {
+				// Put back what changed; the record goes with it.
+				e.H.Restore(p.PID, p.From)
+				disk.RestoreProcess(p.PID, saved)
+			} else {
+				err = fmt.Errorf("process %d exited (%w): %v", p.PID, ErrNoProcess, err)
+			}
+			out[i].Err = err
+			gone = append(gone, strconv.Itoa(p.PID))
+			g.RemoveNote(noteKey(p.PID))
+			e.dropRecorded(p.PID)
+			continue
+		}
+		changed := false
+		for tid, v := range saved {
+			if _, ok := rec.IOPrio[tid]; !ok {
+				rec.IOPrio[tid] = v // a thread created since the snapshot
+				changed = true
+			}
+		}
+		if changed {
+			fix = append(fix, state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), Value: *rec})
+			e.writeNote(g, *rec)
+		}
+	}
+	var errs []error
+	if err := e.store.PutMany(fix); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.store.DeleteMany(state.KindProc, gone); err != nil {
+		errs = append(errs, err)
+	}
+	// Children forked between the exec and the join stayed outside.
+	for i, p := range ps {
+		if out[i].Err != nil {
+			continue
+		}
+		d, err := children(p.PID, p.Threads)
+		if err != nil || len(d) == 0 {
+			continue
+		}
+		var outside []int
+		for _, c := range d {
+			if m, err := cgroup.ProcMembership(c); err == nil && !e.inGroup(m, g) {
+				outside = append(outside, c)
+			}
+		}
+		for _, c := range outside {
+			if moved, err := e.Move([]int{c}, l, p.Why); err == nil {
+				out[i].Descendants = append(out[i].Descendants, moved...)
+			} else if !errors.Is(err, ErrNoProcess) {
+				errs = append(errs, fmt.Errorf("child %d of %d: %w", c, p.PID, err))
+			}
+		}
+	}
+	e.mu.Lock()
+	n := e.net
+	e.mu.Unlock()
+	if n != nil {
+		for _, p := range out {
+			if p.Err == nil {
+				if err := n.MoveSockets(p.PID, l.Name); err != nil && !isGone(err) {
+					e.logf("move sockets of %d to %s: %v", p.PID, l.Name, err)
+				}
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// ensureCached is EnsureLane, skipped when this very lane (the same
+// *lane.Lane, i.e. the same config) was ensured before and its group
+// still exists.
+func (e *Engine) ensureCached(l *lane.Lane) (cgroup.Group, error) {
+	e.mu.Lock()
+	done := e.ensured[l.Name] == l
+	e.mu.Unlock()
+	g := e.Group(l.Name)
+	if done && g.Exists() {
+		return g, nil
+	}
+	return e.EnsureLane(l)
+}
+
+// ForgetExited drops the records of the processes in pids that have
+// exited, in one transaction (see Forget).
+func (e *Engine) ForgetExited(pids []int) error {
+	var keys []string
+	var lanes []string
+	for _, pid := range pids {
+		e.recMu.Lock()
+		m, known := e.recorded[pid]
+		e.recMu.Unlock()
+		if !known {
+			continue
+		}
+		if m.start == 0 {
+			var r ProcRecord
+			if err := e.store.Get(state.KindProc, strconv.Itoa(pid), &r); err != nil {
+				if errors.Is(err, state.ErrNotFound) {
+					e.dropRecorded(pid)
+				}
+				continue
+			}
+			m = recMeta{start: r.StartTime, lane: r.Lane}
+		}
+		if alive(pid, m.start) {
+			continue
+		}
+		e.dropRecorded(pid)
+		keys = append(keys, strconv.Itoa(pid))
+		lanes = append(lanes, m.lane)
+	}
+	if err := e.store.DeleteMany(state.KindProc, keys); err != nil {
+		return fmt.Errorf("forget exited processes: %w", err)
+	}
+	for i, k := range keys {
+		if lanes[i] != "" {
+			pid, _ := strconv.Atoi(k)
+			e.removeNote(lanes[i], pid)
+		}
+	}
+	return nil
+}
+
+// Recorded reports whether pid may have a record (cheap: memory only).
+func (e *Engine) Recorded(pid int) bool {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	_, ok := e.recorded[pid]
+	return ok
+}
+
+// children is cgroup.Descendants, read with one file for a process of one
+// thread (a process just exec'd, mostly).
+func children(pid, threads int) ([]int, error) {
+	if threads != 1 {
+		return cgroup.Descendants(pid)
+	}
+	b, err := readSmall("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+		return nil, err
+	}
+	return cgroup.Descendants(pid)
+}

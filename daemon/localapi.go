@@ -133,13 +133,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // maxBody is the largest request body the API reads.
 const maxBody = 1 << 20
 
-// decode reads the request body: exactly one JSON object of v's type,
-// with no unknown field and nothing but white space after it.
-func decode(r *http.Request, v any) *api.Error {
+// readBody reads a request body of at most maxBody bytes.
+func readBody(r *http.Request) ([]byte, *api.Error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
-		return api.Errorf(api.CodeBadRequest, "bad request body: %v", err)
+		return nil, api.Errorf(api.CodeBadRequest, "bad request body: %v", err)
 	}
+	if len(body) > maxBody {
+		return nil, api.Errorf(api.CodeBadRequest, "bad request body: larger than %d bytes", maxBody)
+	}
+	return body, nil
+}
+
+// decode parses a request body: exactly one JSON object of v's type, with
+// no unknown field and nothing but white space after it.
+func decode(body []byte, v any) *api.Error {
 	if len(body) > maxBody {
 		return api.Errorf(api.CodeBadRequest, "bad request body: larger than %d bytes", maxBody)
 	}
@@ -158,13 +166,54 @@ func decode(r *http.Request, v any) *api.Error {
 	return nil
 }
 
-func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+// parseMove parses and validates the body of POST /v1/move: PIDs given,
+// each positive and given once, and a lane name (whether the lane exists
+// is the config's to say).
+func parseMove(body []byte) (api.MoveRequest, *api.Error) {
 	var req api.MoveRequest
-	if e := decode(r, &req); e != nil {
-		return nil, e
+	if e := decode(body, &req); e != nil {
+		return req, e
 	}
 	if len(req.PIDs) == 0 {
-		return nil, api.Errorf(api.CodeBadRequest, "no PIDs given")
+		return req, api.Errorf(api.CodeBadRequest, "no PIDs given")
+	}
+	if req.Lane == "" {
+		return req, api.Errorf(api.CodeBadRequest, "no lane given")
+	}
+	seen := make(map[int]bool, len(req.PIDs))
+	for _, pid := range req.PIDs {
+		if pid <= 0 || pid > maxPID {
+			return req, api.Errorf(api.CodeBadRequest, "invalid PID %d", pid)
+		}
+		if seen[pid] {
+			return req, api.Errorf(api.CodeBadRequest, "PID %d given twice", pid)
+		}
+		seen[pid] = true
+	}
+	return req, nil
+}
+
+// maxPID is the largest PID Linux can give (PID_MAX_LIMIT, 2^22).
+const maxPID = 1 << 22
+
+// parseReload validates the body of POST /v1/reload: empty, or an empty
+// JSON object (what the client sends).
+func parseReload(body []byte) *api.Error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	var req struct{}
+	return decode(body, &req)
+}
+
+func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+	body, e := readBody(r)
+	if e != nil {
+		return nil, e
+	}
+	req, e := parseMove(body)
+	if e != nil {
+		return nil, e
 	}
 	cfg := d.config()
 	l, err := cfg.Lane(req.Lane)
@@ -175,15 +224,7 @@ func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Er
 	if !c.IsRoot() && !l.Unprivileged {
 		return nil, api.Errorf(api.CodeForbidden, "lane %q is not granted to unprivileged users (uid %d): only root may use it", l.Name, c.UID)
 	}
-	seen := map[int]bool{}
 	for _, pid := range req.PIDs {
-		if pid <= 0 {
-			return nil, api.Errorf(api.CodeBadRequest, "invalid PID %d", pid)
-		}
-		if seen[pid] {
-			return nil, api.Errorf(api.CodeBadRequest, "PID %d given twice", pid)
-		}
-		seen[pid] = true
 		if _, err := enforce.ReadProc(pid); err != nil {
 			return nil, api.Errorf(api.CodeNoProcess, "%v", err)
 		}
@@ -238,6 +279,13 @@ func moveCheck(cfg *lane.Config, to *lane.Lane, uid int) enforce.Check {
 func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
 	if c := creds(r); !c.IsRoot() {
 		return nil, api.Errorf(api.CodeForbidden, "only root may reload the config (caller uid %d)", c.UID)
+	}
+	body, e := readBody(r)
+	if e != nil {
+		return nil, e
+	}
+	if e := parseReload(body); e != nil {
+		return nil, e
 	}
 	cfg, err := d.reload()
 	if err != nil {

@@ -29,6 +29,10 @@ const (
 	placeQueue = 8192
 	// maxBatch is the most events the placer takes at once.
 	maxBatch = 512
+	// batchWindow is how long the placer lets events gather after the
+	// first: a few milliseconds of a placement's latency buy batches of
+	// many processes in a storm (one transaction, one wake-up each).
+	batchWindow = 3 * time.Millisecond
 	// rescanEvery is how often, at most, /proc is rescanned after events
 	// were lost (dropped here, or by the kernel: overflow).
 	rescanEvery = time.Second
@@ -151,6 +155,9 @@ func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
 		case pid := <-pl.exits:
 			exits = append(exits, pid)
 		}
+		if len(pl.execs)+len(pl.exits) < maxBatch {
+			time.Sleep(batchWindow)
+		}
 	drain:
 		for len(execs)+len(exits) < maxBatch {
 			select {
@@ -192,13 +199,24 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int) {
 	}
 	byLane := map[string][]item{}
 	self := os.Getpid()
+	// The uid (from /proc/PID/status) only matters to rules with a user.
+	read := enforce.ReadProcStat
+	for _, r := range cfg.Rules {
+		if r.User != "" {
+			read = enforce.ReadProc
+		}
+	}
 	for _, pid := range pids {
 		if pid == self {
 			continue
 		}
-		p, cg, err := monitor.ReadProcessCgroup(pid)
-		if err != nil {
+		pi, err := read(pid)
+		if err != nil || pi.Exiting {
 			continue // gone, or unreadable: nothing to place
+		}
+		p, cg, err := monitor.ReadProcessWith(pid, pi.Comm, pi.UID)
+		if err != nil {
+			continue
 		}
 		from, err := cgroup.ParseMembership(string(cg))
 		if err != nil || laneOfMembership(from) != "" {
@@ -206,10 +224,6 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int) {
 		}
 		name, rule := cfg.Match(p)
 		if rule == nil {
-			continue
-		}
-		pi, err := enforce.ReadProc(pid)
-		if err != nil || pi.Exiting {
 			continue
 		}
 		byLane[name] = append(byLane[name], item{

@@ -52,6 +52,8 @@ type Engine struct {
 	// ensured is the lane each group was last made to match (EnsureLane),
 	// so that a storm of rule placements does not rewrite its settings.
 	ensured map[string]*lane.Lane
+	// procs holds the cgroup.procs files of groups open (PlaceBatch).
+	procs map[string]*cgroup.Procs
 
 	// notes: the second record of each moved process, kept by its lane's
 	// group (see note.go).
@@ -114,7 +116,7 @@ func New(opts Options) (*Engine, error) {
 	if gn == nil {
 		gn = func(l string) string { return cgroup.Prefix + l }
 	}
-	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}}, nil
+	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}, procs: map[string]*cgroup.Procs{}}, nil
 }
 
 // SetNet turns network classification on (n != nil) or off.
@@ -153,6 +155,7 @@ func (e *Engine) EnsureLane(l *lane.Lane) (cgroup.Group, error) {
 		return g, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
 	if created {
+		e.closeProcs(g.Name()) // files of an earlier group of that name
 		if err := e.store.Put(state.KindGroup, g.Name(), GroupRecord{Name: g.Name(), Lane: l.Name, Dirs: g.Dirs()}); err != nil {
 			g.Remove()
 			return g, err
@@ -670,6 +673,7 @@ func (e *Engine) Members(laneName string) ([]int, error) {
 // disappears from the config and on stop.
 func (e *Engine) ReleaseLane(groupName string, recs map[int]ProcRecord) error {
 	g := e.H.Group(groupName)
+	e.closeProcs(groupName)
 	if g.Exists() {
 		// Bounded: processes may fork while we empty the group, and an
 		// exiting task keeps the group busy until it is gone (seen on slow,

@@ -83,7 +83,7 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 		}
 		rec := &recs[i]
 		e.writeNote(g, *rec)
-		err := g.AddProc(p.PID)
+		err := e.addProc(g, p.PID)
 		var saved disk.Saved
 		if err == nil {
 			saved, err = disk.ApplyProcess(p.PID, l.Disk)
@@ -176,8 +176,11 @@ func (e *Engine) ensureCached(l *lane.Lane) (cgroup.Group, error) {
 	return e.EnsureLane(l)
 }
 
-// ForgetExited drops the records of the processes in pids that have
-// exited, in one transaction (see Forget).
+// ForgetExited drops the records of the processes in pids, which the
+// kernel reported as exited (the proc connector's exit event comes after
+// the process became a zombie), in one transaction. A record whose start
+// time is not known in memory is checked against /proc first, as Forget
+// does.
 func (e *Engine) ForgetExited(pids []int) error {
 	var keys []string
 	var lanes []string
@@ -197,9 +200,9 @@ func (e *Engine) ForgetExited(pids []int) error {
 				continue
 			}
 			m = recMeta{start: r.StartTime, lane: r.Lane}
-		}
-		if alive(pid, m.start) {
-			continue
+			if alive(pid, m.start) {
+				continue
+			}
 		}
 		e.dropRecorded(pid)
 		keys = append(keys, strconv.Itoa(pid))
@@ -236,4 +239,42 @@ func children(pid, threads int) ([]int, error) {
 		return nil, err
 	}
 	return cgroup.Descendants(pid)
+}
+
+// addProc moves pid into g through the group's open cgroup.procs files
+// (opened on first use), or by AddProc where they cannot be kept open.
+func (e *Engine) addProc(g cgroup.Group, pid int) error {
+	e.mu.Lock()
+	w, ok := e.procs[g.Name()]
+	if !ok {
+		var err error
+		if w, err = g.OpenProcs(); err != nil {
+			w = nil
+		}
+		e.procs[g.Name()] = w
+	}
+	e.mu.Unlock()
+	if w == nil {
+		return g.AddProc(pid)
+	}
+	err := w.Add(pid)
+	var pe *cgroup.ProcessError
+	if err == nil || errors.As(err, &pe) {
+		return err
+	}
+	// The group went away under the open files (removed and created
+	// again): open them afresh next time, and move this one the long way.
+	e.closeProcs(g.Name())
+	return g.AddProc(pid)
+}
+
+// closeProcs closes the open cgroup.procs files of a group, if any.
+func (e *Engine) closeProcs(groupName string) {
+	e.mu.Lock()
+	w := e.procs[groupName]
+	delete(e.procs, groupName)
+	e.mu.Unlock()
+	if w != nil {
+		w.Close()
+	}
 }

@@ -1,7 +1,6 @@
 package enforce
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +30,16 @@ var ErrNoProcess = errors.New("no such process")
 // ReadProc reads a process; an error wrapping ErrNoProcess if it does
 // not exist or has exited (a zombie).
 func ReadProc(pid int) (ProcInfo, error) {
+	pi, err := ReadProcStat(pid)
+	if err != nil {
+		return pi, err
+	}
+	return pi, readUIDs(&pi)
+}
+
+// ReadProcStat is ReadProc without the uids (UID and EUID are 0): it reads
+// one file, /proc/PID/stat.
+func ReadProcStat(pid int) (ProcInfo, error) {
 	pi := ProcInfo{PID: pid}
 	stat, err := readSmall("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -63,15 +72,21 @@ func ReadProc(pid int) (ProcInfo, error) {
 	if n, err := strconv.Atoi(rest[17]); err == nil {
 		pi.Threads = n
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	return pi, nil
+}
+
+// readUIDs fills pi's real and effective uid from /proc/PID/status.
+func readUIDs(pi *ProcInfo) error {
+	pid := pi.PID
+	status, err := readSmall("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return pi, fmt.Errorf("process %d does not exist (%w)", pid, ErrNoProcess)
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("process %d has exited (%w)", pid, ErrNoProcess)
+		}
+		return fmt.Errorf("read /proc/%d/status: %w", pid, err)
 	}
 	found := false
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
+	for line := range strings.SplitSeq(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
 			fs := strings.Fields(v)
 			if len(fs) >= 2 {
@@ -82,20 +97,14 @@ func ReadProc(pid int) (ProcInfo, error) {
 			break
 		}
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, syscall.ESRCH) {
-			return pi, fmt.Errorf("process %d has exited (%w)", pid, ErrNoProcess)
-		}
-		return pi, fmt.Errorf("read /proc/%d/status: %w", pid, err)
-	}
 	if !found {
 		// A process torn down between the two reads has no Uid line to give.
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-			return pi, fmt.Errorf("process %d has exited (%w)", pid, ErrNoProcess)
+			return fmt.Errorf("process %d has exited (%w)", pid, ErrNoProcess)
 		}
-		return pi, fmt.Errorf("read /proc/%d/status: no Uid line", pid)
+		return fmt.Errorf("read /proc/%d/status: no Uid line", pid)
 	}
-	return pi, nil
+	return nil
 }
 
 // alive reports whether pid still is the process that started at start.

@@ -27,3 +27,6 @@ func ReadProc(pid int) (ProcInfo, error) {
 }
 
 func alive(pid int, start uint64) bool { return false }
+
+// ReadProcStat is not supported outside Linux.
+func ReadProcStat(pid int) (ProcInfo, error) { return ReadProc(pid) }

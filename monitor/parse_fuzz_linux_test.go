@@ -2,8 +2,8 @@ package monitor
 
 import "testing"
 
-// parseEvent and parseAck never panic on what a netlink socket may hand
-// them, and what they accept is well-formed (seed corpus:
+// parseDatagram, parseEvent and parseAck never panic on what a netlink
+// socket may hand them, and what they accept is well-formed (seed corpus:
 // testdata/fuzz/FuzzParseEvent).
 func FuzzParseEvent(f *testing.F) {
 	f.Add(cnProcMsg(1, 0, procEventFork, 10, 10, 11, 11))
@@ -12,6 +12,14 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add(cnProcMsg(77, 43, procEventNone, 0))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// As a datagram: every payload lies within it.
+		parseDatagram(b, func(p []byte) {
+			if len(p) > len(b)-nlmsgHdrLen {
+				t.Fatalf("payload of %d bytes from a datagram of %d", len(p), len(b))
+			}
+			parseEvent(p)
+			parseAck(p)
+		})
 		ev, ok := parseEvent(b)
 		if ok {
 			if len(b) < cnMsgLen+procEventHdr {

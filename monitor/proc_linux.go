@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Kernel ABI of the proc connector (linux/connector.h, linux/cn_proc.h).
@@ -205,8 +206,23 @@ func (p *ProcConnector) run(pending []Event) {
 			return
 		}
 	}
+	rc, err := p.conn.SyscallConn()
+	if err != nil {
+		p.err = fmt.Errorf("receive proc events: %w", err)
+		p.logf("%v", p.err)
+		return
+	}
+	r := newBatchReceiver()
 	for {
-		msgs, err := p.conn.Receive()
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, rerr = r.recv(int(fd))
+			return rerr != unix.EAGAIN // false: wait until readable
+		})
+		if err == nil {
+			err = rerr
+		}
 		if err != nil {
 			if p.closing.Load() {
 				return
@@ -222,11 +238,15 @@ func (p *ProcConnector) run(pending []Event) {
 			p.logf("%v", p.err)
 			return
 		}
-		for _, m := range msgs {
-			if ev, ok := parseEvent(m.Data); ok {
-				if !p.emit(ev) {
-					return
+		for i := 0; i < n; i++ {
+			ok := true
+			parseDatagram(r.datagram(i), func(payload []byte) {
+				if ev, isEv := parseEvent(payload); isEv && ok {
+					ok = p.emit(ev)
 				}
+			})
+			if !ok {
+				return
 			}
 		}
 	}

@@ -59,3 +59,8 @@ func ReadProcess(pid int) (lane.Process, error) {
 func ReadProcessCgroup(pid int) (lane.Process, []byte, error) {
 	return lane.Process{PID: pid}, nil, fmt.Errorf("read process %d: %w", pid, errNoProc)
 }
+
+// ReadProcessWith fails: it reads /proc.
+func ReadProcessWith(pid int, comm string, uid int) (lane.Process, []byte, error) {
+	return lane.Process{PID: pid}, nil, fmt.Errorf("read process %d: %w", pid, errNoProc)
+}

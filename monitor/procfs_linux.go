@@ -72,6 +72,31 @@ func ReadProcessCgroup(pid int) (lane.Process, []byte, error) {
 	return p, cg, nil
 }
 
+// ReadProcessWith describes process pid for rule matching like
+// ReadProcess, given what the caller has read already (its comm and real
+// uid, from /proc/PID/stat and status): it reads only the cgroup file,
+// which it also returns, and the executable.
+func ReadProcessWith(pid int, comm string, uid int) (lane.Process, []byte, error) {
+	p := lane.Process{PID: pid, Comm: comm, UID: uid, User: userName(uid)}
+	dir := procRoot + "/" + strconv.Itoa(pid)
+	cg, err := ReadSmall(dir + "/cgroup")
+	if err != nil {
+		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
+	}
+	p.Cgroup = CgroupPath(cg)
+	p.Unit = lane.UnitOf(p.Cgroup)
+	exe, err := os.Readlink(dir + "/exe")
+	switch {
+	case err == nil:
+		p.Exe = strings.TrimSuffix(exe, " (deleted)")
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		// A kernel thread, a zombie, another user's process: no executable.
+	default:
+		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
+	}
+	return p, cg, nil
+}
+
 // Scan describes every process in /proc (thread-group leaders only). It
 // skips kernel threads and processes that exit while it reads them.
 func Scan() ([]lane.Process, error) {

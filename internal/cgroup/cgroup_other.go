@@ -65,3 +65,15 @@ func (g Group) RemoveNote(key string) error { return errUnsupported }
 
 // Notes is not supported outside Linux.
 func (g Group) Notes(prefix string) (map[string][]byte, error) { return nil, errUnsupported }
+
+// Procs is not supported outside Linux.
+type Procs struct{}
+
+// OpenProcs is not supported outside Linux.
+func (g Group) OpenProcs() (*Procs, error) { return nil, errUnsupported }
+
+// Add is not supported outside Linux.
+func (p *Procs) Add(pid int) error { return errUnsupported }
+
+// Close is not supported outside Linux.
+func (p *Procs) Close() error { return errUnsupported }

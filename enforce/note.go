@@ -33,19 +33,28 @@ func noteKey(pid int) string { return "p." + strconv.Itoa(pid) }
 // state store has the record); it is counted and shown by NoteProblem.
 func (e *Engine) writeNote(g cgroup.Group, rec ProcRecord) {
 	b, err := json.Marshal(rec)
-	if err == nil {
-		err = g.SetNote(noteKey(rec.PID), b)
-	}
-	if err == nil {
+	if err != nil {
+		e.noteFailed(rec.PID, err)
 		return
 	}
+	e.writeNoteJSON(g, rec.PID, b)
+}
+
+// writeNoteJSON is writeNote with the record already encoded.
+func (e *Engine) writeNoteJSON(g cgroup.Group, pid int, b []byte) {
+	if err := g.SetNote(noteKey(pid), b); err != nil {
+		e.noteFailed(pid, err)
+	}
+}
+
+func (e *Engine) noteFailed(pid int, err error) {
 	e.notes.mu.Lock()
 	first := e.notes.failures == 0
 	e.notes.failures++
 	e.notes.lastErr = err
 	e.notes.mu.Unlock()
 	if first {
-		e.logf("second record of process %d in its group: %v (the state database is its only record)", rec.PID, err)
+		e.logf("second record of process %d in its group: %v (the state database is its only record)", pid, err)
 	}
 }
 

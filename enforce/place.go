@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -49,6 +50,7 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 	out := make([]Placed, len(ps))
 	recs := make([]ProcRecord, len(ps))
 	entries := make([]state.Entry, 0, len(ps))
+	encoded := make([][]byte, len(ps))
 	now := time.Now()
 	for i, p := range ps {
 		out[i].PID = p.PID
@@ -64,7 +66,13 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 		}
 		recs[i] = ProcRecord{PID: p.PID, StartTime: p.StartTime, Lane: l.Name, Why: p.Why, Orig: p.From,
 			IOPrio: disk.Snapshot(tids), Moved: now}
-		entries = append(entries, state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), Value: recs[i]})
+		b, err := json.Marshal(recs[i])
+		if err != nil {
+			out[i].Err = fmt.Errorf("encode record of %d: %w", p.PID, err)
+			continue
+		}
+		encoded[i] = b
+		entries = append(entries, state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), JSON: b})
 	}
 	// Record first: a crash after a change still knows where each came from.
 	for i := range ps {
@@ -82,7 +90,7 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 			continue
 		}
 		rec := &recs[i]
-		e.writeNote(g, *rec)
+		e.writeNoteJSON(g, p.PID, encoded[i])
 		err := e.addProc(g, p.PID)
 		var saved disk.Saved
 		if err == nil {

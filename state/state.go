@@ -346,10 +346,12 @@ func (s *Store) Count() (int, error) {
 	return n, nil
 }
 
-// Entry is one record to put in a batch.
+// Entry is one record to put in a batch: Value, JSON-encoded, or JSON
+// as it is when set (already encoded by the caller).
 type Entry struct {
 	Kind, Key string
 	Value     any
+	JSON      []byte
 }
 
 // PutMany stores every entry (as Put does) in one transaction: all or none.
@@ -366,9 +368,12 @@ func (s *Store) PutMany(entries []Entry) error {
 		}
 		defer st.Close()
 		for _, e := range entries {
-			b, err := json.Marshal(e.Value)
-			if err != nil {
-				return fmt.Errorf("encode %s %s: %w", e.Kind, e.Key, err)
+			b := e.JSON
+			if b == nil {
+				var err error
+				if b, err = json.Marshal(e.Value); err != nil {
+					return fmt.Errorf("encode %s %s: %w", e.Kind, e.Key, err)
+				}
 			}
 			if _, err := st.Exec(e.Kind, e.Key, string(b), now); err != nil {
 				return fmt.Errorf("record %s %s: %w", e.Kind, e.Key, err)

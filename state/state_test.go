@@ -183,7 +183,7 @@ func TestOpenSoundStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.PutMany([]Entry{{KindProc, "1", 1}, {KindProc, "2", 2}})
+	s.PutMany([]Entry{{Kind: KindProc, Key: "1", Value: 1}, {Kind: KindProc, Key: "2", JSON: []byte("2")}})
 	s.Close()
 	s, err = Open(dir)
 	if err != nil {

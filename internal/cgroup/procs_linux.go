@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,9 +13,11 @@ import (
 // Procs is a group's cgroup.procs files held open, so that moving a
 // process costs one write per hierarchy rather than an open, a write and
 // a close (a placement storm moves thousands a second). Safe for
-// concurrent use (each write is one system call).
+// concurrent use, Close included: no write can reach a descriptor
+// closed (and perhaps reused for another file) meanwhile.
 type Procs struct {
 	g   Group
+	mu  sync.RWMutex
 	fds []int
 }
 
@@ -26,15 +29,18 @@ func (g Group) OpenProcs() (*Procs, error) {
 		return nil, fmt.Errorf("group %s: joining resets CPU affinities: %w", g.name, errors.ErrUnsupported)
 	}
 	p := &Procs{g: g}
+	fds := []int{}
 	for _, d := range g.Dirs() {
 		path := filepath.Join(d, "cgroup.procs")
 		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
+			p.fds = fds
 			p.Close()
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
-		p.fds = append(p.fds, fd)
+		fds = append(fds, fd)
 	}
+	p.fds = fds
 	if len(p.fds) == 0 {
 		return nil, fmt.Errorf("group %s has no hierarchy", g.name)
 	}
@@ -49,6 +55,11 @@ func (p *Procs) Add(pid int) error {
 		return fmt.Errorf("move process %d to %s: %w", pid, p.g.name, &ProcessError{PID: pid})
 	}
 	b := []byte(strconv.Itoa(pid))
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.fds == nil {
+		return fmt.Errorf("move process %d to %s: %w", pid, p.g.name, unix.EBADF)
+	}
 	for i, fd := range p.fds {
 		_, err := unix.Write(fd, b)
 		for err == unix.EINTR {
@@ -66,6 +77,8 @@ func (p *Procs) Add(pid int) error {
 
 // Close closes the files.
 func (p *Procs) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var errs []error
 	for _, fd := range p.fds {
 		if err := unix.Close(fd); err != nil {

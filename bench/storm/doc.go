@@ -6,5 +6,5 @@
 // the latency of `lanes ls` run meanwhile. Linux only, as root:
 //
 //	go build -o /tmp/lanesd ./cmd/lanesd && go build -o /tmp/lanes ./cmd/lanes
-//	go run ./bench/storm --lanesd /tmp/lanesd --lanes /tmp/lanes --rate 2000 --duration 20s
+//	go build -o /tmp/storm ./bench/storm && /tmp/storm --lanesd /tmp/lanesd --lanes /tmp/lanes --rate 2000 --duration 20s
 package main

@@ -40,6 +40,7 @@ var thresholds = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 1
 // Result is one storm's measurements.
 type Result struct {
 	Lanesd   string        `json:"lanesd"`
+	Lane     string        `json:"lane"`
 	Rate     float64       `json:"rate_target"`
 	Duration time.Duration `json:"duration_ns"`
 	Spawned  int           `json:"spawned"`
@@ -64,6 +65,10 @@ type Result struct {
 	LsP99   time.Duration `json:"ls_p99_ns"`
 	LsMax   time.Duration `json:"ls_max_ns"`
 	LsFails int           `json:"ls_failures"`
+	// API is the latency of GET /v1/lanes itself (what lanes ls asks),
+	// without starting the lanes binary, asked right after each lanes ls.
+	APIP50 time.Duration `json:"api_lanes_p50_ns"`
+	APIP99 time.Duration `json:"api_lanes_p99_ns"`
 }
 
 func main() {
@@ -75,6 +80,7 @@ func main() {
 	lanes := fs.String("lanes", "", "lanes binary for `lanes ls` during the storm (required)")
 	rate := fs.Float64("rate", 2000, "children spawned per second")
 	dur := fs.Duration("duration", 20*time.Second, "how long the storm lasts")
+	laneName := fs.String("lane", "normal", "the lane the rule puts children in (a background lane starves them of CPU while the machine is busy, and they pile up)")
 	cpuprofile := fs.String("cpuprofile", "", "pass --cpuprofile FILE to lanesd (a lanesd without the flag fails to start)")
 	keep := fs.Bool("keep", false, "keep the work directory (lanesd's log, config)")
 	fs.Parse(os.Args[1:])
@@ -90,21 +96,39 @@ func main() {
 		fmt.Fprintln(os.Stderr, "storm: run as root (lanesd needs it)")
 		os.Exit(1)
 	}
-	res, err := run(*lanesd, *lanes, *rate, *dur, *cpuprofile, *keep)
+	if !validLaneName(*laneName) {
+		fmt.Fprintf(os.Stderr, "storm: --lane %q: want a lane name (letters, digits, - and _)\n", *laneName)
+		os.Exit(2)
+	}
+	res, err := run(*lanesd, *lanes, *laneName, *rate, *dur, *cpuprofile, *keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "storm:", err)
 		os.Exit(1)
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(b))
-	fmt.Printf("storm %s: %d children at %.0f/s (target %.0f/s): placed within %s %.2f%% (strict %.2f%%), %s %.2f%%, %s %.2f%%, %s %.2f%%; checks late p99 %s; lanesd CPU %.1f%% of a core; lanes ls p50 %s p99 %s max %s (n=%d, %d failed)\n",
+	fmt.Printf("storm %s: %d children at %.0f/s (target %.0f/s): placed within %s %.2f%% (strict %.2f%%), %s %.2f%%, %s %.2f%%, %s %.2f%%; checks late p99 %s; lanesd CPU %.1f%% of a core; lanes ls p50 %s p99 %s max %s (n=%d, %d failed); GET /v1/lanes p50 %s p99 %s\n",
 		filepath.Base(res.Lanesd), res.Spawned, res.Achieved, res.Rate,
 		res.Thresholds[0], 100*res.PlacedWithin[0], 100*res.PlacedStrict[0], res.Thresholds[1], 100*res.PlacedWithin[1],
 		res.Thresholds[2], 100*res.PlacedWithin[2], res.Thresholds[3], 100*res.PlacedWithin[3], res.CheckLateP99.Round(100*time.Microsecond),
-		100*res.LanesdCPU, res.LsP50.Round(time.Microsecond*100), res.LsP99.Round(time.Microsecond*100), res.LsMax.Round(time.Microsecond*100), res.LsN, res.LsFails)
+		100*res.LanesdCPU, res.LsP50.Round(time.Microsecond*100), res.LsP99.Round(time.Microsecond*100), res.LsMax.Round(time.Microsecond*100), res.LsN, res.LsFails,
+		res.APIP50.Round(time.Microsecond*100), res.APIP99.Round(time.Microsecond*100))
 }
 
-func run(lanesd, lanes string, rate float64, dur time.Duration, cpuprofile string, keep bool) (*Result, error) {
+// validLaneName accepts what can be a lane (and a cgroup) name.
+func validLaneName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func run(lanesd, lanes, laneName string, rate float64, dur time.Duration, cpuprofile string, keep bool) (*Result, error) {
 	work, err := os.MkdirTemp("", "lanes-storm-")
 	if err != nil {
 		return nil, err
@@ -123,7 +147,7 @@ func run(lanesd, lanes string, rate float64, dur time.Duration, cpuprofile strin
 		return nil, fmt.Errorf("build the child (gcc -static; apt-get install gcc libc6-dev): %v\n%s", err, out)
 	}
 	config := filepath.Join(work, "lanes.toml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf("[[rule]]\nexe = %q\nlane = \"background\"\n", child)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("[[rule]]\nexe = %q\nlane = %q\n", child, laneName)), 0o644); err != nil {
 		return nil, err
 	}
 	socket := filepath.Join(work, "lanes.sock")
@@ -176,7 +200,7 @@ func run(lanesd, lanes string, rate float64, dur time.Duration, cpuprofile strin
 	if err != nil {
 		return nil, err
 	}
-	sp := exec.Command(self, "spawn", "--child", child, "--rate", fmt.Sprint(rate), "--duration", dur.String())
+	sp := exec.Command(self, "spawn", "--child", child, "--lane", laneName, "--rate", fmt.Sprint(rate), "--duration", dur.String())
 	sp.Stderr = os.Stderr
 	out, err := sp.StdoutPipe()
 	if err != nil {
@@ -192,7 +216,7 @@ func run(lanesd, lanes string, rate float64, dur time.Duration, cpuprofile strin
 	}
 	// lanes ls every 200 ms while the storm lasts.
 	lsDone := make(chan struct{})
-	var ls []time.Duration
+	var ls, apiLat []time.Duration
 	lsFails := 0
 	go func() {
 		defer close(lsDone)
@@ -208,6 +232,12 @@ func run(lanesd, lanes string, rate float64, dur time.Duration, cpuprofile strin
 				continue
 			}
 			ls = append(ls, time.Since(s))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			s = time.Now()
+			if _, err := cl.Lanes(ctx); err == nil {
+				apiLat = append(apiLat, time.Since(s))
+			}
+			cancel()
 		}
 	}()
 	var res Result
@@ -223,9 +253,14 @@ func run(lanesd, lanes string, rate float64, dur time.Duration, cpuprofile strin
 		return nil, err
 	}
 	<-lsDone
-	res.Lanesd = lanesd
+	res.Lanesd, res.Lane = lanesd, laneName
 	res.LanesdCPU = float64(cpu1-cpu0) / 100 / wall.Seconds() // USER_HZ = 100
 	slices.Sort(ls)
+	slices.Sort(apiLat)
+	if len(apiLat) > 0 {
+		res.APIP50 = apiLat[len(apiLat)/2]
+		res.APIP99 = apiLat[min(len(apiLat)-1, len(apiLat)*99/100)]
+	}
 	res.LsN, res.LsFails = len(ls), lsFails
 	if len(ls) > 0 {
 		res.LsP50 = ls[len(ls)/2]
@@ -269,13 +304,14 @@ func spawnMain(args []string) int {
 	child := fs.String("child", "", "program to spawn")
 	rate := fs.Float64("rate", 2000, "children per second")
 	dur := fs.Duration("duration", 20*time.Second, "storm length")
+	laneName := fs.String("lane", "normal", "the lane children are placed in")
 	fs.Parse(args)
 	h, err := cgroup.Detect()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "storm spawn:", err)
 		return 1
 	}
-	want := "/" + cgroup.Prefix + "background"
+	want := "/" + cgroup.Prefix + *laneName
 	inLane := func(pid int) (bool, bool) {
 		m, err := cgroup.ProcMembership(pid)
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func TestMain(m *testing.M) {
 		// Run from a setuid-root copy of this binary: "euid" keeps the
 		// caller's real uid (effective uid 0), "root" becomes root fully.
 		if len(os.Args) > 1 && os.Args[1] == "root" {
-			if err := syscall.Setresuid(0, 0, 0); err != nil {
+			if err := becomeRoot(); err != nil {
 				fmt.Fprintln(os.Stderr, "setresuid:", err)
 				os.Exit(1)
 			}

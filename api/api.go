@@ -155,7 +155,30 @@ type Status struct {
 	// Idletime has one entry per resource under idletime scheduling (an
 	// interface direction, a block device).
 	Idletime []IdleGate `json:"idletime,omitempty"`
-	Health   []Health   `json:"health,omitempty"`
+	// Links are the interfaces lanes shapes, with their offloads.
+	Links  []NetLink `json:"links,omitempty"`
+	Health []Health  `json:"health,omitempty"`
+}
+
+// NetLink is one shaped interface's segmentation offloads, segment sizes
+// and default TCP congestion control, with a warning for each setting
+// known to hurt under lanes.
+type NetLink struct {
+	Iface string `json:"iface"`
+	TSO   bool   `json:"tso"`
+	GSO   bool   `json:"gso"`
+	GRO   bool   `json:"gro"`
+	LRO   bool   `json:"lro,omitempty"`
+	// GSOMaxSize and GROMaxSize are the largest packets the stack hands
+	// the shaper now; OrigGSOMaxSize and OrigGROMaxSize what they were
+	// before lanes bounded them (0: not bounded).
+	GSOMaxSize        uint32   `json:"gso_max_size"`
+	GROMaxSize        uint32   `json:"gro_max_size"`
+	OrigGSOMaxSize    uint32   `json:"orig_gso_max_size,omitempty"`
+	OrigGROMaxSize    uint32   `json:"orig_gro_max_size,omitempty"`
+	CongestionControl string   `json:"congestion_control"`
+	Warnings          []string `json:"warnings,omitempty"`
+	Error             string   `json:"error,omitempty"`
 }
 
 // IdleGate is the state of idletime scheduling on one resource: the

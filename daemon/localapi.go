@@ -416,5 +416,6 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Mechanisms = d.mechanisms()
 	st.Lanes = d.lanes()
 	st.Idletime = d.idleStats()
+	st.Links = d.netLinks()
 	return st, nil
 }

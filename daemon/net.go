@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/lanes-qos/lanes/idletime"
@@ -18,6 +19,9 @@ import (
 type netRecord struct {
 	Iface string `json:"iface"`
 	Rate  uint64 `json:"rate"`
+	// Sizes are the interface's GSO/GRO limits before lanes bounded them
+	// (nil until the tree is applied): a run after a crash puts them back.
+	Sizes *netsched.SegmentSizes `json:"sizes,omitempty"`
 }
 
 // network is the daemon's network side: one netsched enforcer and the
@@ -43,8 +47,50 @@ func (d *Daemon) cleanNetLeftovers() {
 		d.logf("network cleanup: %v", err)
 	}
 	for _, r := range recs {
+		var rec netRecord
+		if err := json.Unmarshal(r.Data, &rec); err != nil {
+			d.logf("network cleanup: record %s: %v", r.Key, err)
+			continue
+		}
+		if rec.Sizes != nil {
+			if err := netsched.RestoreSizes(d.logf, rec.Iface, *rec.Sizes); err != nil {
+				d.logf("network cleanup: %v", err)
+			}
+		}
+	}
+	for _, r := range recs {
 		d.store.Delete(state.KindQdisc, r.Key)
 	}
+}
+
+// netRecordOf is the record of iface shaped at rate, with the segment
+// sizes it had before lanes if lanes has bounded them.
+func (d *Daemon) netRecordOf(iface string, rate uint64) netRecord {
+	r := netRecord{Iface: iface, Rate: rate}
+	if sz, ok := d.net.e.OriginalSizes(iface); ok {
+		r.Sizes = &sz
+	}
+	return r
+}
+
+// netLinks are the offloads and segment sizes of the shaped interfaces.
+func (d *Daemon) netLinks() []api.NetLink {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	if d.net == nil {
+		return nil
+	}
+	var out []api.NetLink
+	for _, f := range d.net.e.Links() {
+		l := api.NetLink{Iface: f.Iface, TSO: f.TSO, GSO: f.GSO, GRO: f.GRO, LRO: f.LRO,
+			GSOMaxSize: max(f.Sizes.GSO, f.Sizes.GSOIPv4), GROMaxSize: max(f.Sizes.GRO, f.Sizes.GROIPv4),
+			CongestionControl: f.CongestionControl, Warnings: f.Warnings, Error: f.Err}
+		if f.Orig != nil {
+			l.OrigGSOMaxSize, l.OrigGROMaxSize = max(f.Orig.GSO, f.Orig.GSOIPv4), max(f.Orig.GRO, f.Orig.GROIPv4)
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // interfaces returns the interfaces cfg shapes: the configured list, or the
@@ -123,7 +169,7 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 	var applied []string
 	var errs []error
 	for _, iface := range ifaces {
-		if err := d.store.Put(state.KindQdisc, iface, netRecord{Iface: iface, Rate: cfg.Net.Rate}); err != nil {
+		if err := d.store.Put(state.KindQdisc, iface, d.netRecordOf(iface, cfg.Net.Rate)); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -136,6 +182,9 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 			continue
 		}
 		d.setHealth("tc-apply-failed:"+iface, "")
+		if err := d.store.Put(state.KindQdisc, iface, d.netRecordOf(iface, cfg.Net.Rate)); err != nil {
+			errs = append(errs, fmt.Errorf("net: %s: %w", iface, err))
+		}
 		applied = append(applied, iface)
 	}
 	d.net.ifaces = applied

@@ -62,7 +62,8 @@ type ifaceState struct {
 	addedClsact bool
 	ifb         string // IFB device name, "" without ingress
 	last        map[statKey]sample
-	gates       [2]*netGate // idletime gates by direction (dirEgress, dirIngress)
+	gates       [2]*netGate   // idletime gates by direction (dirEgress, dirIngress)
+	sizes       *SegmentSizes // the device's segment sizes before lanes bounded them
 }
 
 type statKey struct {
@@ -118,7 +119,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 	case err == nil:
 		e.leaf, e.leafWhy = LeafFqCodel, "fq_codel present"
 	default:
-		e.leaf, e.leafWhy = LeafBfifo, fmt.Sprintf("fq_codel unavailable (%v); byte FIFO sized to each lane's target delay", err)
+		e.leaf, e.leafWhy = LeafHeadDrop, fmt.Sprintf("fq_codel unavailable (%v); head-drop packet FIFO sized to each lane's target delay", err)
 	}
 
 	e.clsErr = firstErr(
@@ -193,6 +194,9 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "tbf hold + daemon (BPF wake-up)", Preferred: true, Reason: "probed: tbf, BPF ring buffer and mmapable array, compare-and-swap in tc programs; the kernel has no preemption-interval qdisc, so the daemon holds and releases a TBF leaf per background lane", OK: true})
 	} else {
 		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "none: background lanes are only lowest-priority HTB classes (preemption interval 0)", Reason: e.idleErr.Error()})
+	}
+	for _, f := range e.Links() {
+		ms = append(ms, f.Mechanism())
 	}
 	ms = append(ms, features.Mechanism{Resource: "net background transport", Backend: "lowest HTB priority, borrows only idle capacity", Reason: "scavenger congestion control (struct_ops) not implemented yet", OK: true})
 	return ms
@@ -326,7 +330,7 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 }
 
 func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, p Plan) error {
-	if err := e.buildTree(dev, p, 0); err != nil {
+	if err := e.buildTree(dev, p, fifoFloor(maxGSO(dev)), false); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -345,6 +349,9 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 		return err
 	}
 	if err := e.syncPortFilters(dev, p, Egress, e.ports.egress); err != nil {
+		return err
+	}
+	if err := e.boundSegments(dev, st, p); err != nil {
 		return err
 	}
 	if !p.Ingress {
@@ -371,7 +378,7 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 	if err := e.h.LinkSetUp(ifb); err != nil {
 		return fmt.Errorf("set %s up: %w", name, err)
 	}
-	if err := e.buildTree(ifb, p, maxGRO(dev)+MTU); err != nil {
+	if err := e.buildTree(ifb, p, ingressFloor(dev), true); err != nil {
 		return fmt.Errorf("ifb %s: %w", name, err)
 	}
 	if err := e.syncPortFilters(ifb, p, Ingress, e.ports.ingress); err != nil {
@@ -430,18 +437,41 @@ func (e *Enforcer) ensureRedirect(dev, ifb netlink.Link) error {
 }
 
 // maxGRO is the largest packet GRO may build on dev: downloads reach the
-// IFB in such aggregates, so a byte FIFO there must hold at least one.
-// (Uploads need no such floor: TCP sizes its TSO packets to about a
-// millisecond at its pacing rate.)
+// IFB in such aggregates.
 func maxGRO(dev netlink.Link) uint32 {
 	a := dev.Attrs()
-	return max(a.GROMaxSize, a.GROIPv4MaxSize, 65536)
+	return max(a.GROMaxSize, a.GROIPv4MaxSize, superPacket)
 }
+
+// maxGSO is the largest packet the stack may hand to dev's qdiscs with
+// segmentation offloads on (TCP sizes its TSO packets to about a
+// millisecond at its pacing rate, which before the first round trips can
+// be far above the shaped rate).
+func maxGSO(dev netlink.Link) uint32 {
+	a := dev.Attrs()
+	return max(a.GSOMaxSize, a.GSOIPv4MaxSize, superPacket)
+}
+
+// fifoFloor is the least byte limit of an upload FIFO in front of a
+// device whose largest packet is largest: three such packets. With less, a
+// 64 KiB GSO packet is larger than the whole FIFO of a slow lane (47,500
+// bytes at 19 Mbit/s and 20 ms) and every one is dropped; and a tail drop
+// at the sender's own qdisc stalls its TCP (see LeafHeadDrop), so the FIFO
+// takes the bursts that TCP small queues let a socket put in it.
+func fifoFloor(largest uint32) uint32 { return 3 * largest }
+
+// ingressFloor is the least byte limit of a download FIFO on dev's IFB:
+// one GRO aggregate and a packet. A download's sender is remote, so a drop
+// there is an ordinary loss to it; a deeper FIFO only lets background
+// downloads queue more (measured: a foreground download against a
+// background one kept less with three aggregates than with one).
+func ingressFloor(dev netlink.Link) uint32 { return maxGRO(dev) + MTU }
 
 // buildTree makes dev's root an HTB tree matching p, replacing classes and
 // leaves in place and deleting lane classes p does not have. Byte FIFO
-// leaves hold at least minFifo bytes.
-func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32) error {
+// leaves hold at least minFifo bytes. A download tree (an IFB) gets the
+// classes' download leaves (Class.download).
+func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32, download bool) error {
 	name := dev.Attrs().Name
 	idx := dev.Attrs().Index
 	root := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_ROOT, Handle: ClassID(Major, 0)})
@@ -472,6 +502,9 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32) error {
 	}
 	want := map[uint32]bool{ClassID(Major, rootMinor): true}
 	for _, c := range p.Classes {
+		if download {
+			c = c.download()
+		}
 		want[c.ClassID] = true
 		hc := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: ClassID(Major, rootMinor), Handle: c.ClassID},
 			netlink.HtbClassAttrs{Rate: c.Rate, Ceil: c.Ceil, Prio: c.Prio, Quantum: quantum})
@@ -480,7 +513,7 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32) error {
 		if err := e.h.ClassReplace(hc); err != nil {
 			return fmt.Errorf("replace class of lane %s on %s: %w", c.Lane, name, hint(err))
 		}
-		if c.Leaf == LeafBfifo || c.Leaf == LeafTbf {
+		if c.Leaf == LeafTbf || c.Leaf == LeafBfifo {
 			c.Limit = max(c.Limit, minFifo)
 		}
 		if err := e.replaceLeaf(dev, c); err != nil {
@@ -517,7 +550,10 @@ func (e *Enforcer) replaceLeaf(dev netlink.Link, c Class) error {
 		err = e.replaceFqCodel(attrs, c.Target, c.Limit)
 	case LeafBfifo:
 		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: bfifo limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
-		err = e.replaceBfifo(attrs, c.Limit)
+		err = e.replaceFifo(attrs, string(LeafBfifo), c.Limit)
+	case LeafHeadDrop:
+		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: pfifo_head_drop limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
+		err = e.replaceFifo(attrs, string(LeafHeadDrop), c.Limit)
 	case LeafTbf:
 		rate, burst := releasedTbf(c)
 		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: tbf rate %dbit burst %d limit %d (idletime lane, released)", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, rate*8, burst, c.Limit)
@@ -668,6 +704,9 @@ func (e *Enforcer) teardown(dev netlink.Link, st *ifaceState) error {
 		if err := e.h.QdiscDel(root); err != nil {
 			errs = append(errs, fmt.Errorf("delete root qdisc of %s: %w", name, err))
 		}
+	}
+	if err := e.restoreSegments(dev, st); err != nil {
+		errs = append(errs, err)
 	}
 	if st.orig != nil {
 		e.logf("netsched: tc qdisc add dev %s root %s (restoring the original)", name, st.orig.Type())

@@ -150,7 +150,7 @@ func TestApplyBadInput(t *testing.T) {
 	before := tcState(t, ns, "v-a")
 	e := newEnforcer(t, ns, nil)
 
-	good := testPlan(t, "[net]\nrate = \"19mbit\"\ningress = true\n", "v-a", LeafBfifo)
+	good := testPlan(t, "[net]\nrate = \"19mbit\"\ningress = true\n", "v-a", LeafHeadDrop)
 	missing := good
 	missing.Iface = "nosuchdev0"
 	zero := good
@@ -196,7 +196,7 @@ func TestApplyBadInput(t *testing.T) {
 		})
 	}
 	// BuildPlan rejects the same inputs before anything is applied.
-	if _, err := BuildPlan(lane.Default(), "v-a", LeafBfifo); !errors.Is(err, ErrBadPlan) {
+	if _, err := BuildPlan(lane.Default(), "v-a", LeafHeadDrop); !errors.Is(err, ErrBadPlan) {
 		t.Errorf("BuildPlan without net.rate = %v, want ErrBadPlan", err)
 	}
 }

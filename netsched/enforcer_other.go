@@ -21,7 +21,7 @@ type Enforcer struct{}
 func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) { return nil, errUnsupported }
 
 // Leaf returns the leaf qdisc kind.
-func (e *Enforcer) Leaf() LeafKind { return LeafBfifo }
+func (e *Enforcer) Leaf() LeafKind { return LeafHeadDrop }
 
 // Apply is unsupported.
 func (e *Enforcer) Apply(ctx context.Context, p Plan) error { return errUnsupported }
@@ -74,3 +74,17 @@ func (e *Enforcer) ForegroundRTT(iface string, smoothed bool) time.Duration { re
 
 // IdletimeErr is always errUnsupported off Linux.
 func (e *Enforcer) IdletimeErr() error { return errUnsupported }
+
+// Links returns nothing off Linux.
+func (e *Enforcer) Links() []LinkFacts { return nil }
+
+// OriginalSizes reports none off Linux.
+func (e *Enforcer) OriginalSizes(iface string) (SegmentSizes, bool) { return SegmentSizes{}, false }
+
+// RestoreSizes is unsupported.
+func RestoreSizes(logf func(string, ...any), iface string, orig SegmentSizes, opts ...Option) error {
+	return errUnsupported
+}
+
+// DefaultRouteFacts is unsupported.
+func DefaultRouteFacts() (LinkFacts, error) { return LinkFacts{}, errUnsupported }

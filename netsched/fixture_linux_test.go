@@ -69,10 +69,28 @@ func newNetns(t testing.TB, prefix string) string {
 
 func nsPath(name string) string { return "/run/netns/" + name }
 
+// topoOpt changes how newTopo builds the chain.
+type topoOpt func(*topoConf)
+
+type topoConf struct {
+	offloadsOff string // why segmentation offloads are off ("": kernel defaults)
+}
+
+// withOffloadsOff turns TSO, GSO and GRO off on every veth of the chain;
+// why says what the test needs real MTU-sized packets for. Without it the
+// veths keep the kernel's defaults (offloads on), as users run them.
+func withOffloadsOff(why string) topoOpt {
+	return func(c *topoConf) { c.offloadsOff = why }
+}
+
 // newTopo builds src — rtr — dst. With bottleneck, rtr shapes both
 // directions at 20 Mbit/s with a 500-packet pfifo.
-func newTopo(t testing.TB, bottleneck bool) *topo {
+func newTopo(t testing.TB, bottleneck bool, opts ...topoOpt) *topo {
 	t.Helper()
+	var conf topoConf
+	for _, o := range opts {
+		o(&conf)
+	}
 	tp := &topo{src: newNetns(t, "lns"), rtr: newNetns(t, "lnr"), dst: newNetns(t, "lnd"), srcIf: "v-src", dstAddr: dstAddr}
 	run(t, "ip", "link", "add", "v-src", "netns", tp.src, "type", "veth", "peer", "name", "v-rs", "netns", tp.rtr)
 	run(t, "ip", "link", "add", "v-dst", "netns", tp.dst, "type", "veth", "peer", "name", "v-rd", "netns", tp.rtr)
@@ -84,9 +102,9 @@ func newTopo(t testing.TB, bottleneck bool) *topo {
 	} {
 		run(t, "ip", "-n", c[0], "addr", "add", c[2], "dev", c[1])
 		run(t, "ip", "-n", c[0], "link", "set", c[1], "up")
-		// Real packets, as a NIC sends them: no 64 KiB GSO aggregates
-		// through the FIFOs.
-		run(t, "ip", "netns", "exec", c[0], "ethtool", "-K", c[1], "tso", "off", "gso", "off", "gro", "off")
+		if conf.offloadsOff != "" {
+			run(t, "ip", "netns", "exec", c[0], "ethtool", "-K", c[1], "tso", "off", "gso", "off", "gro", "off")
+		}
 	}
 	run(t, "ip", "-n", tp.src, "route", "add", "default", "via", "198.18.1.2")
 	run(t, "ip", "-n", tp.dst, "route", "add", "default", "via", "198.18.2.1")

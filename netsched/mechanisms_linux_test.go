@@ -17,7 +17,7 @@ func TestMechanismsMatchProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	wantLeaf := LeafBfifo
+	wantLeaf := LeafHeadDrop
 	if netprobe.HaveQdisc("fq_codel") == nil {
 		wantLeaf = LeafFqCodel
 	}

@@ -32,7 +32,7 @@ func TestBuildPlanGolden(t *testing.T) {
 		iface string
 		leaf  LeafKind
 	}{
-		{"builtins-bfifo", "[net]\nrate = \"19mbit\"\n", "eth0", LeafBfifo},
+		{"builtins-headdrop", "[net]\nrate = \"19mbit\"\n", "eth0", LeafHeadDrop},
 		{"builtins-fqcodel-ingress", "[net]\nrate = \"100mbit\"\ningress = true\n", "wlan0", LeafFqCodel},
 		{"user-lanes", `
 [net]
@@ -41,7 +41,7 @@ rate = "19mbit"
 net = { priority = 1, rate = "8mbit" }
 [lanes.capped]
 net = { priority = 2, ceil = "5mbit", target = "10ms" }
-`, "eth0", LeafBfifo},
+`, "eth0", LeafHeadDrop},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +77,7 @@ net = { priority = 2, ceil = "5mbit", target = "10ms" }
 
 func TestBuildPlanProperties(t *testing.T) {
 	cfg := mustParse(t, "[net]\nrate = \"19mbit\"\n")
-	p, err := BuildPlan(cfg, "eth0", LeafBfifo)
+	p, err := BuildPlan(cfg, "eth0", LeafHeadDrop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestBuildPlanProperties(t *testing.T) {
 		{"every lane may use the whole link", bg.Ceil == p.Rate && nm.Ceil == p.Rate && ia.Ceil == p.Rate},
 		{"interactive queue shorter than normal", ia.Limit < nm.Limit},
 		{"default class is normal", p.Default == nm.ClassID},
-		{"bfifo limit at least two packets", bg.Limit >= 2*MTU},
+		{"head-drop limit at least minLeafPackets", bg.Limit >= minLeafPackets && ia.Limit >= minLeafPackets},
 		{"class ids under the lanes major", nm.ClassID>>16 == Major && bg.ClassID>>16 == Major},
 	}
 	for _, tt := range tests {
@@ -115,11 +115,11 @@ func TestBuildPlanBadInput(t *testing.T) {
 		iface string
 		leaf  LeafKind
 	}{
-		{"nil config", nil, "eth0", LeafBfifo},
-		{"no interface", good, "", LeafBfifo},
-		{"zero rate", zero, "eth0", LeafBfifo},
+		{"nil config", nil, "eth0", LeafHeadDrop},
+		{"no interface", good, "", LeafHeadDrop},
+		{"zero rate", zero, "eth0", LeafHeadDrop},
 		{"unknown leaf", good, "eth0", LeafKind("sfq")},
-		{"rates above link", over, "eth0", LeafBfifo},
+		{"rates above link", over, "eth0", LeafHeadDrop},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,17 +147,17 @@ func TestWithIdletime(t *testing.T) {
 		wantIdle   []string
 		wantFollow uint32
 	}{
-		{"off", LeafBfifo, Idletime{}, false, nil, 0},
-		{"background, bfifo plan", LeafBfifo, Idletime{Lanes: []string{lane.Background}}, false, []string{lane.Background}, 0},
+		{"off", LeafHeadDrop, Idletime{}, false, nil, 0},
+		{"background, head-drop plan", LeafHeadDrop, Idletime{Lanes: []string{lane.Background}}, false, []string{lane.Background}, 0},
 		{"two lanes, fq_codel plan, mark and follow", LeafFqCodel, Idletime{Lanes: []string{"bulk", lane.Background}, Mark: true, Follow: true}, false, []string{lane.Background, "bulk"}, bg},
-		{"unknown lane", LeafBfifo, Idletime{Lanes: []string{"nope"}}, true, nil, 0},
-		{"the default lane", LeafBfifo, Idletime{Lanes: []string{lane.Normal}}, true, nil, 0},
-		{"quiet interactive", LeafBfifo, Idletime{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive, lane.Background}}, false, []string{lane.Background}, 0},
-		{"unknown quiet lane", LeafBfifo, Idletime{Lanes: []string{lane.Background}, Quiet: []string{"nope"}}, true, nil, 0},
+		{"unknown lane", LeafHeadDrop, Idletime{Lanes: []string{"nope"}}, true, nil, 0},
+		{"the default lane", LeafHeadDrop, Idletime{Lanes: []string{lane.Normal}}, true, nil, 0},
+		{"quiet interactive", LeafHeadDrop, Idletime{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive, lane.Background}}, false, []string{lane.Background}, 0},
+		{"unknown quiet lane", LeafHeadDrop, Idletime{Lanes: []string{lane.Background}, Quiet: []string{"nope"}}, true, nil, 0},
 		// pi = "off": no gates, but marked and followed.
-		{"no hold, mark and follow", LeafBfifo, Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true, NoHold: true, Quiet: []string{lane.Interactive}}, false, nil, bg},
+		{"no hold, mark and follow", LeafHeadDrop, Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true, NoHold: true, Quiet: []string{lane.Interactive}}, false, nil, bg},
 		{"no hold, fq_codel plan", LeafFqCodel, Idletime{Lanes: []string{"bulk", lane.Background}, Follow: true, NoHold: true}, false, nil, bg},
-		{"no hold, the default lane", LeafBfifo, Idletime{Lanes: []string{lane.Normal}, NoHold: true}, true, nil, 0},
+		{"no hold, the default lane", LeafHeadDrop, Idletime{Lanes: []string{lane.Normal}, NoHold: true}, true, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,7 +198,7 @@ func TestWithIdletime(t *testing.T) {
 			}
 		})
 	}
-	p, _ := BuildPlan(mustParse(t, "[net]\nrate = \"100mbit\"\n"), "eth0", LeafBfifo)
+	p, _ := BuildPlan(mustParse(t, "[net]\nrate = \"100mbit\"\n"), "eth0", LeafHeadDrop)
 	if _, err := p.WithIdletime(Idletime{Lanes: []string{lane.Background}, Follow: true}); !errors.Is(err, ErrBadPlan) {
 		t.Errorf("follow without ingress: %v, want ErrBadPlan", err)
 	}

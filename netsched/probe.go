@@ -19,5 +19,10 @@ func Probe() ([]features.Mechanism, error) {
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("probe network: no mechanisms reported")
 	}
+	if f, err := DefaultRouteFacts(); err == nil {
+		m := f.Mechanism()
+		m.Resource += " (default route; not shaped: no daemon runs)"
+		ms = append(ms, m)
+	}
 	return ms, nil
 }

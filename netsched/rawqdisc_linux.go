@@ -11,16 +11,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The netlink library sends bfifo without options and fq_codel without its
-// target, so these two leaves are built here: tcmsg, TCA_KIND and
+// The netlink library sends the FIFOs without options and fq_codel without
+// its target, so these leaves are built here: tcmsg, TCA_KIND and
 // TCA_OPTIONS as tc(8) sends them.
 
-// replaceBfifo creates or replaces a bfifo qdisc with a byte limit
-// (TCA_OPTIONS is struct tc_fifo_qopt).
-func (e *Enforcer) replaceBfifo(attrs netlink.QdiscAttrs, limit uint32) error {
+// replaceFifo creates or replaces a FIFO qdisc (kind bfifo, pfifo or
+// pfifo_head_drop) with a limit in bytes or packets (TCA_OPTIONS is
+// struct tc_fifo_qopt).
+func (e *Enforcer) replaceFifo(attrs netlink.QdiscAttrs, kind string, limit uint32) error {
 	opt := make([]byte, 4)
 	binary.NativeEndian.PutUint32(opt, limit)
-	return e.replaceQdiscRaw(attrs, "bfifo", nl.NewRtAttr(nl.TCA_OPTIONS, opt))
+	return e.replaceQdiscRaw(attrs, kind, nl.NewRtAttr(nl.TCA_OPTIONS, opt))
 }
 
 // replaceFqCodel creates or replaces an fq_codel qdisc with the target

@@ -38,9 +38,20 @@ type lanesOn struct {
 // fresh test cgroup per lane.
 func setupLanes(t *testing.T, tp *topo) *lanesOn {
 	t.Helper()
+	return setupLanesWith(t, tp, shapingConfig, Idletime{})
+}
+
+// setupLanesWith applies config with idletime lanes idle (as lanesd
+// builds the plan; no controller holds the gates) and binds one test
+// cgroup per lane.
+func setupLanesWith(t *testing.T, tp *topo, config string, idle Idletime) *lanesOn {
+	t.Helper()
 	e := newEnforcer(t, tp.src, nil)
-	cfg := mustParse(t, shapingConfig)
+	cfg := mustParse(t, config)
 	p, err := BuildPlan(cfg, tp.srcIf, e.Leaf())
+	if err == nil {
+		p, err = p.WithIdletime(idle)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +141,10 @@ func TestUploadForegroundAgainstBackground(t *testing.T) {
 	for _, s := range st {
 		if s.Direction == Egress && s.Lane == lane.Background {
 			t.Logf("background egress counters: %+v", s)
-			if s.Packets == 0 || s.Drops == 0 {
-				t.Errorf("greedy background TCP through a %d-byte FIFO: want packets and drops counted, got %+v", mustClass(t, l.plan, lane.Background).Limit, s)
+			// No drops to expect: TCP small queues keep a local
+			// sender's backlog within the head-drop leaf.
+			if s.Packets == 0 || s.Bytes == 0 {
+				t.Errorf("greedy background TCP: want packets and bytes counted, got %+v", s)
 			}
 		}
 	}

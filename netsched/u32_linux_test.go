@@ -502,7 +502,7 @@ func TestPortRulesAdoptAcrossClassifiers(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := newPairNS(t)
 	before := tcState(t, p.a, p.dev)
-	plan := testPlan(t, portConfig, p.dev, LeafBfifo)
+	plan := testPlan(t, portConfig, p.dev, LeafHeadDrop)
 	tests := []struct {
 		name          string
 		first, second []Option

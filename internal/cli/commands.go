@@ -190,11 +190,51 @@ func newStatusCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(Stdout)
 				printIdletime(st.Idletime)
 			}
+			if len(st.Links) > 0 {
+				fmt.Fprintln(Stdout)
+				printLinks(st.Links)
+			}
 			return nil
 		},
 	}
 	addJSON(cmd, g)
 	return cmd
+}
+
+// printLinks prints each shaped interface's offloads, segment sizes and
+// default congestion control, and the warnings about them.
+func printLinks(links []api.NetLink) {
+	onOff := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
+	}
+	size := func(now, orig uint32) string {
+		if orig != 0 && orig != now {
+			return fmt.Sprintf("%d (lanes; was %d)", now, orig)
+		}
+		return fmt.Sprint(now)
+	}
+	w := table()
+	fmt.Fprintln(w, "LINK\tTSO\tGSO\tGRO\tGSO MAX\tGRO MAX\tCONGESTION CONTROL")
+	for _, l := range links {
+		gro := onOff(l.GRO)
+		if l.LRO {
+			gro += " (LRO on)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Iface, onOff(l.TSO), onOff(l.GSO), gro,
+			size(l.GSOMaxSize, l.OrigGSOMaxSize), size(l.GROMaxSize, l.OrigGROMaxSize), l.CongestionControl)
+	}
+	w.Flush()
+	for _, l := range links {
+		for _, warn := range l.Warnings {
+			fmt.Fprintf(Stdout, "warning: %s: %s\n", l.Iface, warn)
+		}
+		if l.Error != "" {
+			fmt.Fprintf(Stdout, "%s: could not read: %s\n", l.Iface, l.Error)
+		}
+	}
 }
 
 // printIdletime prints the preemption-interval state of each resource.

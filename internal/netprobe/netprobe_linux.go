@@ -62,7 +62,7 @@ func probeQdisc(kind string) error {
 
 func kconfigName(kind string) string {
 	switch kind {
-	case "bfifo", "pfifo":
+	case "bfifo", "pfifo", "pfifo_head_drop":
 		return "FIFO"
 	case "clsact", "ingress":
 		return "INGRESS"

@@ -27,4 +27,7 @@ type Options struct {
 	// values as in the scenario file), e.g. to repeat a few cells more.
 	Intensities []float64
 	PIs         []string
+	// CC and Offloads, if set, replace the scenario's axes: every variant
+	// runs once per congestion control and offload setting.
+	CC, Offloads []string
 }

@@ -90,6 +90,9 @@ type ArmSummary struct {
 	FgP99vsAlone Stat `json:"fg_p99_vs_alone"`
 	FgMbps       Stat `json:"fg_mbps"`
 	BgMbps       Stat `json:"bg_mbps"`
+	// FgStallMs is the longest time without a byte arriving of the
+	// foreground TCP transfers in the mixed phase (100 ms resolution).
+	FgStallMs Stat `json:"fg_max_stall_ms"`
 	// Interactive latency in the mixed phase (ms) and over the idle link's.
 	P50ms      Stat     `json:"interactive_p50_ms"`
 	P99ms      Stat     `json:"interactive_p99_ms"`
@@ -164,6 +167,21 @@ func sumRole(s *Scenario, p *PhaseResult, role string) (float64, bool) {
 		ok = true
 	}
 	return sum, ok
+}
+
+// maxStall is the longest stall of a role's TCP transfers (iperf3).
+func maxStall(s *Scenario, p *PhaseResult, role string) (time.Duration, bool) {
+	var st time.Duration
+	ok := false
+	for _, w := range s.Workloads {
+		if w.Role != role || w.Spec.Kind != workload.IPerf3 || w.Spec.Protocol == "udp" {
+			continue
+		}
+		if r, found := p.Workloads[w.Spec.Name]; found {
+			st, ok = max(st, r.MaxStall), true
+		}
+	}
+	return st, ok
 }
 
 // latency returns the first workload of a role that measured latency.
@@ -276,6 +294,9 @@ func (as *ArmSummary) add(s *Scenario, p, fa *PhaseResult, capacity float64, idl
 	bg, bgOK := sumRole(s, p, Background)
 	if fgOK {
 		as.FgMbps.add(fg / 1e6)
+		if st, ok := maxStall(s, p, Foreground); ok {
+			as.FgStallMs.add(float64(st) / 1e6)
+		}
 	}
 	if bgOK {
 		as.BgMbps.add(bg / 1e6)
@@ -416,11 +437,11 @@ func (r *Results) Markdown(w io.Writer, svgName string) {
 			fmtStat(rf.IdleP50ms, "%.1f"), fmtStat(rf.IdleP99ms, "%.1f"))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| variant | arm | fg kept (vs fg alone) | bg share of leftover | fg Mbit/s | bg Mbit/s | interactive p50 ms (× idle) | interactive p99 ms (× idle) | emulator lateness p99 µs |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| variant | arm | fg kept (vs fg alone) | bg share of leftover | fg Mbit/s | bg Mbit/s | fg longest stall ms | interactive p50 ms (× idle) | interactive p99 ms (× idle) | emulator lateness p99 µs |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, a := range r.Summary {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) | %s |\n", a.Variant, a.Arm,
-			fmtStat(a.FgKept, "%.2f"), fmtStat(a.BgShare, "%.2f"), fmtStat(a.FgMbps, "%.2f"), fmtStat(a.BgMbps, "%.2f"),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) | %s |\n", a.Variant, a.Arm,
+			fmtStat(a.FgKept, "%.2f"), fmtStat(a.BgShare, "%.2f"), fmtStat(a.FgMbps, "%.2f"), fmtStat(a.BgMbps, "%.2f"), fmtStat(a.FgStallMs, "%.0f"),
 			fmtStat(a.P50ms, "%.1f"), fmtStat(a.P50vsIdle, "%.1f"), fmtStat(a.P99ms, "%.1f"), fmtStat(a.P99vsIdle, "%.1f"),
 			fmtStat(a.LatenessUs, "%.0f"))
 	}

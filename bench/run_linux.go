@@ -61,6 +61,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := s.restrict(opts.Intensities, opts.PIs); err != nil {
 		return fmt.Errorf("bench %s: %w", s.Name, err)
 	}
+	if err := s.Sweep(Axes{CC: opts.CC, Offloads: opts.Offloads}); err != nil {
+		return fmt.Errorf("bench %s: %w", s.Name, err)
+	}
 	r := &runner{s: s, opts: opts, logf: opts.Logf, progress: opts.Progress}
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}
@@ -240,6 +243,12 @@ func (r *runner) build(variant string) (*bed, error) {
 		return nil, err
 	}
 	b := &bed{topo: topo, logf: r.logf}
+	if r.s.Variant(variant).Offloads == "off" {
+		if err := offloadsOff(topo); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
 	for _, p := range topo.Paths {
 		// Each path gets its own schedule state: rebuild per path.
 		if p != topo.Paths[0] {
@@ -259,6 +268,22 @@ func (r *runner) build(variant string) (*bed, error) {
 		b.ems = append(b.ems, em)
 	}
 	return b, nil
+}
+
+// offloadsOff turns TSO, GSO and GRO off on every veth of the topology
+// (a variant's offloads = "off"; the default leaves the kernel's).
+func offloadsOff(t *netns.Topology) error {
+	for _, p := range t.Paths {
+		for _, d := range [][2]string{{t.Src, p.SrcDev}, {t.Dst, p.DstDev}, {p.Router, p.RtrSrcDev}, {p.Router, p.RtrDstDev}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			out, err := netns.Command(ctx, d[0], "ethtool", "-K", d[1], "tso", "off", "gso", "off", "gro", "off").CombinedOutput()
+			cancel()
+			if err != nil {
+				return fmt.Errorf("offloads off on %s in %s: %v: %s", d[1], d[0], err, strings.TrimSpace(string(out)))
+			}
+		}
+	}
+	return nil
 }
 
 func (b *bed) close() {
@@ -466,6 +491,7 @@ func (r *runner) phase(ctx context.Context, b *bed, p PhaseResult, idx []int,
 	run := func(i int, d time.Duration) {
 		defer wg.Done()
 		w := r.s.Workloads[i]
+		w.Spec = r.s.WorkloadFor(p.Variant, w.Spec)
 		if w.Role == Background {
 			w.Spec.Warmup = lead // measured over the others' window
 		}

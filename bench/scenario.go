@@ -45,6 +45,27 @@ type Scenario struct {
 	// Paper lists the seed's published figures the results are read
 	// against; the markdown prints them beside the tables.
 	Paper []string
+	// Axes are the congestion controls and offload settings every variant
+	// is swept over (Variants holds the result).
+	Axes Axes
+	base []Variant // the file's variants before the axes
+}
+
+// Sweep replaces the scenario's axes with the non-empty ones of a (lanes
+// bench --cc, --offloads) and expands the variants again.
+func (s *Scenario) Sweep(a Axes) error {
+	if len(a.CC) > 0 {
+		s.Axes.CC = a.CC
+	}
+	if len(a.Offloads) > 0 {
+		s.Axes.Offloads = a.Offloads
+	}
+	vs, err := s.Axes.Expand(s.base)
+	if err != nil {
+		return err
+	}
+	s.Variants = vs
+	return nil
 }
 
 // Matrix is seed 003's evaluation matrix: every intensity of the
@@ -95,10 +116,120 @@ type OnOffSpec struct {
 }
 
 // Variant runs the whole scenario again with some link settings changed
-// (e.g. another delay).
+// (e.g. another delay), or with another congestion control or offloads.
 type Variant struct {
 	Name     string   `toml:"name"`
 	Up, Down LinkSpec // fields set here override the scenario's link
+	// CC, if set, replaces the congestion control of every TCP workload
+	// (iperf3, pulse, rr): a name such as "cubic" or "bbr", or "default"
+	// for the host's default (net.ipv4.tcp_congestion_control).
+	CC string `toml:"cc"`
+	// Offloads is "on" (the kernel's defaults: TSO, GSO and GRO on the
+	// veths of the topology) or "off" (all three off); "" is "on".
+	Offloads string `toml:"offloads"`
+}
+
+// Axes sweep every variant over congestion controls and offload
+// settings: each variant runs once per combination, named
+// variant/cc/offloads-X (the parts of a one-value axis left out).
+type Axes struct {
+	CC       []string `toml:"cc"`
+	Offloads []string `toml:"offloads"`
+}
+
+// ccRE matches a congestion control name as the kernel spells them.
+var ccRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,15}$`)
+
+// validate checks a variant's congestion control and offloads.
+func (v Variant) validate() error {
+	if v.CC != "" && !ccRE.MatchString(v.CC) {
+		return fmt.Errorf("variant %s: cc %q: want a congestion control name (cubic, bbr) or default", v.Name, v.CC)
+	}
+	switch v.Offloads {
+	case "", "on", "off":
+	default:
+		return fmt.Errorf("variant %s: offloads %q: want on or off", v.Name, v.Offloads)
+	}
+	return nil
+}
+
+// Expand returns the variants swept over a's axes (the scenario's own
+// variants, or the base link when it has none).
+func (a Axes) Expand(vs []Variant) ([]Variant, error) {
+	if len(a.CC) == 0 && len(a.Offloads) == 0 {
+		return vs, nil
+	}
+	implicit := len(vs) == 0
+	if implicit {
+		vs = []Variant{{Name: "base"}}
+	}
+	ccs, offs := a.CC, a.Offloads
+	if len(ccs) == 0 {
+		ccs = []string{""}
+	}
+	if len(offs) == 0 {
+		offs = []string{""}
+	}
+	var out []Variant
+	seen := map[string]bool{}
+	for _, v := range vs {
+		for _, cc := range ccs {
+			for _, off := range offs {
+				x := v
+				var parts []string
+				if !implicit {
+					parts = append(parts, v.Name)
+				}
+				if cc != "" {
+					x.CC = cc
+					parts = append(parts, cc)
+				}
+				if off != "" {
+					x.Offloads = off
+					parts = append(parts, "offloads-"+off)
+				}
+				x.Name = strings.Join(parts, "/")
+				if err := x.validate(); err != nil {
+					return nil, err
+				}
+				if seen[x.Name] {
+					return nil, fmt.Errorf("axes: variant %s twice (a value given twice?)", x.Name)
+				}
+				seen[x.Name] = true
+				out = append(out, x)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Variant returns the named variant (the base link's for "base").
+func (s *Scenario) Variant(name string) Variant {
+	for _, v := range s.Variants {
+		if v.Name == name {
+			return v
+		}
+	}
+	return Variant{Name: name}
+}
+
+// WorkloadFor returns w as it runs in variant: with the variant's
+// congestion control on a TCP workload ("default": none given, the
+// host's).
+func (s *Scenario) WorkloadFor(variant string, w workload.Spec) workload.Spec {
+	cc := s.Variant(variant).CC
+	if cc == "" {
+		return w
+	}
+	tcp := w.Kind == workload.Pulse || w.Kind == workload.ReqResp || w.Kind == workload.IPerf3 && w.Protocol != "udp"
+	if !tcp {
+		return w
+	}
+	if cc == "default" {
+		cc = ""
+	}
+	w.CC = cc
+	return w
 }
 
 // Work is a workload with its role.
@@ -157,6 +288,7 @@ type fileScenario struct {
 		Down LinkSpec `toml:"down"`
 	} `toml:"link"`
 	Variant  []Variant      `toml:"variant"`
+	Axes     *Axes          `toml:"axes"`
 	Workload []fileWorkload `toml:"workload"`
 	Arm      []fileArm      `toml:"arm"`
 }
@@ -354,6 +486,18 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 	s.Paper = f.Paper
 	if err := s.matrix(f); err != nil {
 		return nil, err
+	}
+	for _, v := range s.Variants {
+		if err := v.validate(); err != nil {
+			return nil, err
+		}
+	}
+	s.base = s.Variants
+	if f.Axes != nil {
+		s.Axes = *f.Axes
+		if s.Variants, err = f.Axes.Expand(s.base); err != nil {
+			return nil, err
+		}
 	}
 	for _, v := range append([]Variant{{Name: "base", Up: s.Up, Down: s.Down}}, s.Variants...) {
 		for _, dir := range []string{"up", "down"} {

@@ -140,6 +140,9 @@ type Result struct {
 	// Stalls counts the greedy sender's back-offs (a datagram refused
 	// with ENOBUFS or EAGAIN, then 10–15 ms asleep).
 	Stalls int `json:"stalls,omitempty"`
+	// MaxStall is a TCP transfer's longest time without a byte arriving
+	// at the receiver (iperf3, in 100 ms intervals).
+	MaxStall time.Duration `json:"max_stall_ns,omitempty"`
 }
 
 func percentile(s []time.Duration, p float64) time.Duration {

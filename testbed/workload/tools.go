@@ -43,12 +43,30 @@ func seconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
 }
 
+// stallInterval is iperf3's reporting interval: the resolution of
+// Result.MaxStall.
+const stallInterval = "0.1"
+
 type iperfIntervals []struct {
 	Sum struct {
 		Start float64 `json:"start"`
 		End   float64 `json:"end"`
 		Bytes float64 `json:"bytes"`
 	} `json:"sum"`
+}
+
+// stall is the longest run of consecutive intervals without a byte.
+func (iv iperfIntervals) stall() time.Duration {
+	var longest, run float64
+	for _, i := range iv {
+		if i.Sum.Bytes > 0 {
+			run = 0
+			continue
+		}
+		run += i.Sum.End - i.Sum.Start
+		longest = max(longest, run)
+	}
+	return time.Duration(longest * float64(time.Second))
 }
 
 // rate is the throughput of the intervals that start at or after skip.
@@ -93,12 +111,13 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 	}
 	port := strconv.Itoa(env.port(s))
 	// -J on the server too, so that --get-server-output returns JSON.
-	stop, err := server(ctx, srvNS, "iperf3", "-s", "-1", "-J", "-B", srvAddr.String(), "-p", port)
+	// Intervals of stallInterval, at the receiver, give the longest stall.
+	stop, err := server(ctx, srvNS, "iperf3", "-s", "-1", "-J", "-i", stallInterval, "-B", srvAddr.String(), "-p", port)
 	if err != nil {
 		return Result{}, err
 	}
 	defer stop()
-	argv := []string{"iperf3", "-J", "--get-server-output", "-c", srvAddr.String(), "-p", port, "-t", seconds(dur)}
+	argv := []string{"iperf3", "-J", "--get-server-output", "-i", stallInterval, "-c", srvAddr.String(), "-p", port, "-t", seconds(dur)}
 	if s.CC != "" && s.Protocol != "udp" {
 		argv = append(argv, "-C", s.CC)
 	}
@@ -146,6 +165,9 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 		if res.ServerOutput != nil {
 			recv = res.ServerOutput.Intervals
 		}
+	}
+	if s.Protocol != "udp" {
+		r.MaxStall = recv.stall()
 	}
 	bps, ok := recv.rate(s.Warmup)
 	switch {

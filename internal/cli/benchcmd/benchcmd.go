@@ -29,7 +29,11 @@ reference phases (idle link, foreground alone, background alone) and every arm
 (no lanes, hand-tuned baseline, lanes), interleaved and repeated, and write
 <name>.json, <name>.md and <name>.svg with the ratios: foreground kept,
 background's share of the leftover capacity, interactive latency against the
-idle link. Scenarios: bench/scenarios/. Needs root, iperf3 and irtt.
+idle link. Scenarios: bench/scenarios/. Needs root, iperf3, irtt and ethtool.
+
+The veths keep the kernel's segmentation offloads (on) unless a variant says
+offloads = "off"; --cc and --offloads run every variant once per congestion
+control and offload setting, as a scenario's [axes] does.
 
 --sweep removes namespaces and devices a crashed run left. --rewrite FILE.json
 reports the measurements of an earlier run again (e.g. with a newer report).
@@ -38,6 +42,7 @@ probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 		Example: `  sudo lanes bench bench/scenarios/s1.toml
   sudo lanes bench --repeats 1 --duration 8s --out /tmp/s1 bench/scenarios/s1.toml
   sudo lanes bench --repeats 3 --intensity 10,50,90 --pi 0,2ms,auto bench/scenarios/s3-idle-rr.toml
+  sudo lanes bench --cc cubic,bbr --offloads on,off bench/scenarios/lone-up.toml
   sudo lanes bench --sweep`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			logf := func(string, ...any) {}
@@ -98,6 +103,8 @@ probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 	f.DurationVar(&opts.Duration, "duration", 0, "length of each measured phase (default: the scenario's)")
 	f.Float64SliceVar(&opts.Intensities, "intensity", nil, "matrix scenarios: run only these foreground intensities, in percent (default: the scenario's)")
 	f.StringSliceVar(&opts.PIs, "pi", nil, "matrix scenarios: run the PI-sweeping arms at these PIs (default: the scenario's)")
+	f.StringSliceVar(&opts.CC, "cc", nil, "run every variant once per TCP congestion control, e.g. cubic,bbr (default for the host's: default; default: the scenario's [axes] cc, or each workload's own)")
+	f.StringSliceVar(&opts.Offloads, "offloads", nil, "run every variant with the veths' segmentation offloads on (the kernel's defaults) and/or off: on,off (default: the scenario's [axes] offloads, or on)")
 	f.StringVar(&opts.LanesBin, "lanes", "", "lanes binary for the lanes arm ($LANES; default this binary)")
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")

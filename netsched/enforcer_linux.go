@@ -64,6 +64,7 @@ type ifaceState struct {
 	last        map[statKey]sample
 	gates       [2]*netGate   // idletime gates by direction (dirEgress, dirIngress)
 	sizes       *SegmentSizes // the device's segment sizes before lanes bounded them
+	sizeErr     error         // why they could not be bounded
 }
 
 type statKey struct {
@@ -352,7 +353,12 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 		return err
 	}
 	if err := e.boundSegments(dev, st, p); err != nil {
-		return err
+		// Shaping works without it, at a cost in latency that lanes
+		// doctor and status warn about.
+		e.logf("netsched: %s: %v (its segments stay as large as they are)", p.Iface, err)
+		st.sizeErr = err
+	} else {
+		st.sizeErr = nil
 	}
 	if !p.Ingress {
 		if st.ifb != "" {

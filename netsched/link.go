@@ -72,7 +72,9 @@ type LinkFacts struct {
 	Bounded           bool          `json:"bounded,omitempty"`
 	Orig              *SegmentSizes `json:"orig,omitempty"`
 	CongestionControl string        `json:"congestion_control"`
-	Warnings          []string      `json:"warnings,omitempty"`
+	// Rate is the rate lanes shapes the device at (bits/s; 0: not shaped).
+	Rate     uint64   `json:"rate,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 	// Err says what could not be read (the rest is what could).
 	Err string `json:"error,omitempty"`
 }
@@ -133,7 +135,10 @@ func (f LinkFacts) Mechanism() features.Mechanism {
 		backend += "; default congestion control " + f.CongestionControl
 	}
 	reason := "segment sizes fit the shaped rate"
-	if f.Bounded {
+	switch {
+	case f.Rate == 0:
+		reason = fmt.Sprintf("not shaped: while lanes shapes a device it bounds its GSO and GRO packets to about %d ms at the shaped rate", SegmentTime)
+	case f.Bounded:
 		reason = fmt.Sprintf("lanes bounds GSO and GRO packets to about %d ms at the shaped rate while it shapes %s", SegmentTime, f.Iface)
 	}
 	if len(f.Warnings) > 0 {

@@ -24,7 +24,7 @@ const (
 // caller's). rate is lanes' shaped rate (0: not shaped) and ingress whether
 // downloads are shaped; they decide the warnings.
 func readLinkFacts(ns netns.NsHandle, dev netlink.Link, rate uint64, ingress bool, orig *SegmentSizes) LinkFacts {
-	f := LinkFacts{Iface: dev.Attrs().Name, Sizes: sizesOf(dev), Orig: orig, Bounded: orig != nil}
+	f := LinkFacts{Iface: dev.Attrs().Name, Sizes: sizesOf(dev), Orig: orig, Bounded: orig != nil, Rate: rate}
 	var errs []string
 	err := runInNetns(ns, func() error {
 		feats, err := offloads(f.Iface)
@@ -96,7 +96,11 @@ func (e *Enforcer) Links() []LinkFacts {
 			out = append(out, LinkFacts{Iface: name, Err: err.Error()})
 			continue
 		}
-		out = append(out, readLinkFacts(e.ns, dev, st.plan.Rate, st.plan.Ingress, st.sizes))
+		f := readLinkFacts(e.ns, dev, st.plan.Rate, st.plan.Ingress, st.sizes)
+		if st.sizeErr != nil {
+			f.Warnings = append(f.Warnings, "lanes could not bound the segment sizes: "+st.sizeErr.Error())
+		}
+		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b LinkFacts) int { return strings.Compare(a.Iface, b.Iface) })
 	return out

@@ -125,11 +125,12 @@ type fileDaemon struct {
 }
 
 type fileNetGlobal struct {
-	Interfaces []string     `toml:"interfaces"`
-	Rate       *string      `toml:"rate"`
-	Ingress    *bool        `toml:"ingress"`
-	Classifier *string      `toml:"classifier"`
-	Idletime   *fileNetIdle `toml:"idletime"`
+	Interfaces  []string     `toml:"interfaces"`
+	Rate        *string      `toml:"rate"`
+	Ingress     *bool        `toml:"ingress"`
+	Classifier  *string      `toml:"classifier"`
+	ReplaceRoot *bool        `toml:"replace_root"`
+	Idletime    *fileNetIdle `toml:"idletime"`
 }
 
 type filePI struct {
@@ -374,6 +375,9 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 		default:
 			v.add("net.classifier", "unknown classifier %q (want \"auto\" or \"ports\")", *fn.Classifier)
 		}
+	}
+	if fn.ReplaceRoot != nil {
+		n.ReplaceRoot = *fn.ReplaceRoot
 	}
 	if fi := fn.Idletime; fi != nil {
 		v.pi("net.idletime", &n.Idle.PI, &fi.filePI)

@@ -130,6 +130,10 @@ type NetGlobal struct {
 	// BPF where the kernel can, per-lane port rules where it cannot) or
 	// "ports" (port rules only).
 	Classifier string
+	// ReplaceRoot: shape an interface even when its root qdisc tree
+	// cannot be snapshotted and restored faithfully (that tree is then
+	// not given back as it was on stop).
+	ReplaceRoot bool
 	// Idle is idletime scheduling of the lanes with Net.Idletime set
 	// ([net.idletime]).
 	Idle NetIdletime

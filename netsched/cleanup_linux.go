@@ -14,8 +14,8 @@ import (
 // (the caller's, or the one WithNetns names): root qdiscs with lanes'
 // handle (the kernel's default root qdisc comes back), lanes' tc filters,
 // lanes' IFB devices, and the bpffs directory PinDir. An original root
-// qdisc that was not the kernel's default cannot be restored: only the
-// crashed process knew it.
+// tree that was not the kernel's default comes back with RestoreTree and
+// the snapshot the crashed run recorded (Enforcer.OriginalTree).
 func Cleanup(logf func(string, ...any), opts ...Option) error {
 	if logf == nil {
 		logf = func(string, ...any) {}

@@ -35,6 +35,7 @@ type Enforcer struct {
 	ingErr  error // why download shaping is unavailable, nil if it is
 	idleErr error // why idletime gates are unavailable, nil if they are
 	ports   portState
+	refused map[string]error // interfaces whose root is kept: why (ErrRootNotRestorable)
 
 	mu      sync.Mutex
 	objs    *lanesbpf.LanesObjects
@@ -59,6 +60,8 @@ type boundLane struct {
 type ifaceState struct {
 	plan        Plan
 	orig        netlink.Qdisc // the root qdisc found before lanes, nil if the kernel's default
+	snap        *TreeSnapshot // its whole tree (snapshot_linux.go), nil if the kernel's default
+	lossy       error         // why snap is not known to come back as found (replaced anyway)
 	addedClsact bool
 	ifb         string // IFB device name, "" without ingress
 	last        map[statKey]sample
@@ -96,6 +99,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		ifaces:  map[string]*ifaceState{},
 		cgLinks: map[string]link.Link{},
 		bound:   map[string]boundLane{},
+		refused: map[string]error{},
 	}
 	var err error
 	if o.netnsPath != "" {
@@ -199,6 +203,7 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 	for _, f := range e.Links() {
 		ms = append(ms, f.Mechanism())
 	}
+	ms = append(ms, e.rootMechanisms()...)
 	ms = append(ms, features.Mechanism{Resource: "net background transport", Backend: "lowest HTB priority, borrows only idle capacity", Reason: "scavenger congestion control (struct_ops) not implemented yet", OK: true})
 	return ms
 }
@@ -302,13 +307,13 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 	}
 	if st == nil {
 		st = &ifaceState{last: map[statKey]sample{}}
-		orig, err := e.rootQdisc(dev)
-		if err != nil {
+		if err := e.takeOriginal(dev, st, p); err != nil {
+			if errors.Is(err, ErrRootNotRestorable) {
+				e.refused[p.Iface] = err
+			}
 			return fmt.Errorf("apply %s: %w", p.Iface, err)
 		}
-		if orig != nil && orig.Attrs().Handle>>16 != Major && orig.Attrs().Handle != 0 {
-			st.orig = restorable(orig)
-		}
+		delete(e.refused, p.Iface)
 		// Adopting a crashed run's tree: a clsact holding lanes' filters
 		// was lanes' (it goes once it is empty).
 		st.addedClsact = hasLanesFilters(e, dev)
@@ -714,7 +719,11 @@ func (e *Enforcer) teardown(dev netlink.Link, st *ifaceState) error {
 	if err := e.restoreSegments(dev, st); err != nil {
 		errs = append(errs, err)
 	}
-	if st.orig != nil {
+	if st.snap != nil {
+		if err := e.restoreTree(dev, st.snap); err != nil {
+			errs = append(errs, err)
+		}
+	} else if st.orig != nil {
 		e.logf("netsched: tc qdisc add dev %s root %s (restoring the original)", name, st.orig.Type())
 		if err := e.h.QdiscReplace(st.orig); err != nil {
 			errs = append(errs, fmt.Errorf("restore root qdisc %s of %s: %w", st.orig.Type(), name, err))

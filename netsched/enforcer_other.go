@@ -88,3 +88,11 @@ func RestoreSizes(logf func(string, ...any), iface string, orig SegmentSizes, op
 
 // DefaultRouteFacts is unsupported.
 func DefaultRouteFacts() (LinkFacts, error) { return LinkFacts{}, errUnsupported }
+
+// OriginalTree reports none off Linux.
+func (e *Enforcer) OriginalTree(iface string) (*TreeSnapshot, bool) { return nil, false }
+
+// RestoreTree is unsupported.
+func RestoreTree(logf func(string, ...any), iface string, snap *TreeSnapshot, opts ...Option) error {
+	return errUnsupported
+}

@@ -153,6 +153,9 @@ type Plan struct {
 	// Ingress). Its downloads, and its replies and ACKs, are then
 	// scheduled in that class.
 	Follow uint32 `json:"follow,omitempty"`
+	// ReplaceRoot: replace the interface's root qdisc even when its tree
+	// cannot be restored faithfully (config: net.replace_root).
+	ReplaceRoot bool `json:"replace_root,omitempty"`
 }
 
 // Idletime says which lanes of a plan are idletime background and how
@@ -288,7 +291,7 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 	if len(names) == 0 {
 		return Plan{}, fmt.Errorf("%w: no lanes", ErrBadPlan)
 	}
-	p := Plan{Iface: iface, Rate: link, Ingress: cfg.Net.Ingress}
+	p := Plan{Iface: iface, Rate: link, Ingress: cfg.Net.Ingress, ReplaceRoot: cfg.Net.ReplaceRoot}
 
 	floor := max(link/100, minRate)
 	var fixed uint64

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,70 @@ func TestRestrict(t *testing.T) {
 			}
 			if got := fmt.Sprint(s.Matrix.Intensities, " ", s.Matrix.PIs); got != tc.want {
 				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAxes(t *testing.T) {
+	const head = "name = \"a\"\n[link.up]\nrate = \"20mbit\"\n[link.down]\nrate = \"20mbit\"\n" +
+		"[[workload]]\nname = \"fg\"\nrole = \"foreground\"\nkind = \"iperf3\"\ncc = \"cubic\"\n" +
+		"[[workload]]\nname = \"u\"\nrole = \"background\"\nkind = \"iperf3\"\nprotocol = \"udp\"\nrate = \"1mbit\"\n" +
+		"[[arm]]\nname = \"none\"\n"
+	tests := []struct {
+		name      string
+		src       string
+		sweep     Axes
+		want      []string // variant names
+		wantCC    map[string]string
+		wantOff   map[string]string
+		wantError string
+	}{
+		{"no axes: the base link", head, Axes{}, []string{"base"}, map[string]string{"base": "cubic"}, nil, ""},
+		{"axes over the base link", head + "[axes]\ncc = [\"cubic\", \"bbr\"]\noffloads = [\"on\", \"off\"]\n", Axes{},
+			[]string{"cubic/offloads-on", "cubic/offloads-off", "bbr/offloads-on", "bbr/offloads-off"},
+			map[string]string{"bbr/offloads-off": "bbr", "cubic/offloads-on": "cubic"}, map[string]string{"bbr/offloads-off": "off"}, ""},
+		{"axes over variants", head + "[[variant]]\nname = \"lan\"\n[[variant]]\nname = \"wan\"\nup = { delay = \"10ms\" }\n[axes]\ncc = [\"default\"]\n", Axes{},
+			[]string{"lan/default", "wan/default"}, map[string]string{"wan/default": ""}, nil, ""},
+		{"--cc replaces the file's cc axis and keeps its offloads", head + "[axes]\ncc = [\"cubic\"]\noffloads = [\"off\"]\n", Axes{CC: []string{"bbr"}},
+			[]string{"bbr/offloads-off"}, map[string]string{"bbr/offloads-off": "bbr"}, map[string]string{"bbr/offloads-off": "off"}, ""},
+		{"a variant's own cc and offloads", head + "[[variant]]\nname = \"v\"\ncc = \"bbr\"\noffloads = \"off\"\n", Axes{},
+			[]string{"v"}, map[string]string{"v": "bbr"}, map[string]string{"v": "off"}, ""},
+		{"bad offloads", head + "[axes]\noffloads = [\"maybe\"]\n", Axes{}, nil, nil, nil, "offloads \"maybe\": want on or off"},
+		{"bad cc", head + "[axes]\ncc = [\"Cubic!\"]\n", Axes{}, nil, nil, nil, "cc \"Cubic!\""},
+		{"a value twice", head + "[axes]\ncc = [\"bbr\", \"bbr\"]\n", Axes{}, nil, nil, nil, "twice"},
+		{"bad --offloads", head, Axes{Offloads: []string{"of"}}, nil, nil, nil, "offloads \"of\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("t.toml", []byte(tt.src))
+			if err == nil {
+				err = s.Sweep(tt.sweep)
+			}
+			if tt.wantError != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantError) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.VariantNames(); !slices.Equal(got, tt.want) {
+				t.Fatalf("variants %q, want %q", got, tt.want)
+			}
+			for v, cc := range tt.wantCC {
+				if got := s.WorkloadFor(v, s.Workloads[0].Spec).CC; got != cc {
+					t.Errorf("variant %s: fg's cc %q, want %q", v, got, cc)
+				}
+				if got := s.WorkloadFor(v, s.Workloads[1].Spec).CC; got != "" {
+					t.Errorf("variant %s: a UDP workload got cc %q", v, got)
+				}
+			}
+			for v, off := range tt.wantOff {
+				if got := s.Variant(v).Offloads; got != off {
+					t.Errorf("variant %s: offloads %q, want %q", v, got, off)
+				}
 			}
 		})
 	}

@@ -293,3 +293,36 @@ func TestIRTTDump(t *testing.T) {
 		t.Errorf("kept %d round trips, the result counted %d; want about 100", len(out.RoundTrips), r.Count)
 	}
 }
+
+func TestIPerfStall(t *testing.T) {
+	iv := func(bytes ...float64) iperfIntervals {
+		var out iperfIntervals
+		for i, b := range bytes {
+			var x struct {
+				Sum struct {
+					Start float64 `json:"start"`
+					End   float64 `json:"end"`
+					Bytes float64 `json:"bytes"`
+				} `json:"sum"`
+			}
+			x.Sum.Start, x.Sum.End, x.Sum.Bytes = float64(i)/10, float64(i+1)/10, b
+			out = append(out, x)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		iv   iperfIntervals
+		want time.Duration
+	}{
+		{"none", nil, 0},
+		{"never stalls", iv(1, 2, 3), 0},
+		{"the longest of two", iv(1, 0, 2, 0, 0, 0, 3, 0, 0), 300 * time.Millisecond},
+		{"at the end", iv(5, 0, 0), 200 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := tt.iv.stall().Round(time.Millisecond); got != tt.want {
+			t.Errorf("%s: stall %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -22,6 +22,10 @@ type netRecord struct {
 	// Sizes are the interface's GSO/GRO limits before lanes bounded them
 	// (nil until the tree is applied): a run after a crash puts them back.
 	Sizes *netsched.SegmentSizes `json:"sizes,omitempty"`
+	// Tree is the interface's root qdisc tree before lanes replaced it
+	// (nil over the kernel's default root): a run after a crash replays
+	// it once Cleanup has removed lanes' tree.
+	Tree *netsched.TreeSnapshot `json:"tree,omitempty"`
 }
 
 // network is the daemon's network side: one netsched enforcer and the
@@ -57,6 +61,9 @@ func (d *Daemon) cleanNetLeftovers() {
 				d.logf("network cleanup: %v", err)
 			}
 		}
+		if err := netsched.RestoreTree(d.logf, rec.Iface, rec.Tree); err != nil {
+			d.logf("network cleanup: %v", err)
+		}
 	}
 	for _, r := range recs {
 		d.store.Delete(state.KindQdisc, r.Key)
@@ -69,6 +76,9 @@ func (d *Daemon) netRecordOf(iface string, rate uint64) netRecord {
 	r := netRecord{Iface: iface, Rate: rate}
 	if sz, ok := d.net.e.OriginalSizes(iface); ok {
 		r.Sizes = &sz
+	}
+	if tree, ok := d.net.e.OriginalTree(iface); ok {
+		r.Tree = tree
 	}
 	return r
 }
@@ -177,11 +187,18 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		cancel()
 		if err != nil {
 			d.store.Delete(state.KindQdisc, iface)
+			if errors.Is(err, netsched.ErrRootNotRestorable) {
+				// Left as found, on purpose: say why and what to set.
+				d.setHealth("net-root-not-restorable:"+iface, err.Error())
+				d.logf("net: %v", err)
+				continue
+			}
 			d.setHealth("tc-apply-failed:"+iface, err.Error())
 			errs = append(errs, fmt.Errorf("net: %s: %w", iface, err))
 			continue
 		}
 		d.setHealth("tc-apply-failed:"+iface, "")
+		d.setHealth("net-root-not-restorable:"+iface, "")
 		if err := d.store.Put(state.KindQdisc, iface, d.netRecordOf(iface, cfg.Net.Rate)); err != nil {
 			errs = append(errs, fmt.Errorf("net: %s: %w", iface, err))
 		}

@@ -215,3 +215,64 @@ func TestNetworkPortRules(t *testing.T) {
 	e.stop()
 	noLanesObjects(t)
 }
+
+// An interface's own root tree comes back as found after a stop, and
+// after kill -9, a restart and a stop (the snapshot lives in the state
+// record). A root lanes cannot restore is left alone and reported.
+func TestNetworkRootTreeRestored(t *testing.T) {
+	p := newNetPair(t)
+	tc := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("tc", append([]string{"-n", p.ns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("tc %v: %v %s", args, err, out)
+		}
+	}
+	tc("qdisc", "add", "dev", p.dev, "root", "handle", "5:", "pfifo", "limit", "77")
+	e := newEnv(t, "[net]\ninterfaces = [\""+p.dev+"\"]\nrate = \"20mbit\"\n")
+	before := p.qdiscs(t)
+	e.startIn(p)
+	if q := p.qdiscs(t); !strings.Contains(q, "htb 4c4e: root") {
+		t.Fatalf("no lanes tree on %s:\n%s", p.dev, q)
+	}
+	e.stop()
+	if q := p.qdiscs(t); q != before {
+		t.Errorf("after stop:\n%s\nwant:\n%s", q, before)
+	}
+	e.startIn(p)
+	e.kill9()
+	e.startIn(p)
+	if q := p.qdiscs(t); !strings.Contains(q, "htb 4c4e: root") {
+		t.Errorf("no tree after restart:\n%s", q)
+	}
+	e.stop()
+	if q := p.qdiscs(t); q != before {
+		t.Errorf("after kill -9, restart and stop:\n%s\nwant:\n%s", q, before)
+	}
+
+	// An ATM size table: the kernel does not dump the table, so the root
+	// cannot be rebuilt as found.
+	tc("qdisc", "replace", "dev", p.dev, "root", "handle", "2:", "stab", "linklayer", "atm", "overhead", "10", "bfifo", "limit", "3000")
+	kept := p.qdiscs(t)
+	e.startIn(p)
+	if q := p.qdiscs(t); q != kept {
+		t.Errorf("a root lanes cannot restore was replaced:\n%s\nwas:\n%s", q, kept)
+	}
+	var st api.Status
+	e.lanesJSON(&st, "status")
+	found := false
+	for _, h := range st.Health {
+		if h.Code == "net-root-not-restorable:"+p.dev && strings.Contains(h.Message, "replace_root") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no net-root-not-restorable health entry naming replace_root: %+v", st.Health)
+	}
+	if r := e.lanes("doctor"); !strings.Contains(r.stdout, "replace_root") {
+		t.Errorf("lanes doctor does not say why %s is kept:\n%s", p.dev, r.stdout)
+	}
+	e.stop()
+	if q := p.qdiscs(t); q != kept {
+		t.Errorf("after stop:\n%s\nwant:\n%s", q, kept)
+	}
+}

@@ -336,7 +336,7 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 }
 
 func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, p Plan) error {
-	if err := e.buildTree(dev, p, fifoFloor(maxGSO(dev)), false); err != nil {
+	if err := e.buildTree(dev, p, uploadFloor(dev, st), false); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -389,7 +389,7 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 	if err := e.h.LinkSetUp(ifb); err != nil {
 		return fmt.Errorf("set %s up: %w", name, err)
 	}
-	if err := e.buildTree(ifb, p, ingressFloor(dev), true); err != nil {
+	if err := e.buildTree(ifb, p, ingressFloor(dev, st), true); err != nil {
 		return fmt.Errorf("ifb %s: %w", name, err)
 	}
 	if err := e.syncPortFilters(ifb, p, Ingress, e.ports.ingress); err != nil {
@@ -476,7 +476,24 @@ func fifoFloor(largest uint32) uint32 { return 3 * largest }
 // there is an ordinary loss to it; a deeper FIFO only lets background
 // downloads queue more (measured: a foreground download against a
 // background one kept less with three aggregates than with one).
-func ingressFloor(dev netlink.Link) uint32 { return maxGRO(dev) + MTU }
+func ingressFloor(dev netlink.Link, st *ifaceState) uint32 {
+	m := maxGRO(dev)
+	if st.sizes != nil {
+		m = max(m, st.sizes.GRO, st.sizes.GROIPv4)
+	}
+	return m + MTU
+}
+
+// uploadFloor is fifoFloor for dev's largest GSO packet: the one its
+// sizes allowed before lanes bounded them, since sockets opened before
+// keep it.
+func uploadFloor(dev netlink.Link, st *ifaceState) uint32 {
+	m := maxGSO(dev)
+	if st.sizes != nil {
+		m = max(m, st.sizes.GSO, st.sizes.GSOIPv4)
+	}
+	return fifoFloor(m)
+}
 
 // buildTree makes dev's root an HTB tree matching p, replacing classes and
 // leaves in place and deleting lane classes p does not have. Byte FIFO

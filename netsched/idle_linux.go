@@ -454,7 +454,7 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 		}
 		st.gates[dirEgress] = g
 	}
-	if err := st.gates[dirEgress].configure(dev, p, fifoFloor(maxGSO(dev))); err != nil {
+	if err := st.gates[dirEgress].configure(dev, p, uploadFloor(dev, st)); err != nil {
 		return err
 	}
 	if !p.Ingress {
@@ -473,7 +473,7 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 		}
 		st.gates[dirIngress] = g
 	}
-	return st.gates[dirIngress].configure(ifb, p, ingressFloor(dev))
+	return st.gates[dirIngress].configure(ifb, p, ingressFloor(dev, st))
 }
 
 // closeGates removes an interface's gates.

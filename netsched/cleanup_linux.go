@@ -17,29 +17,11 @@ import (
 // tree that was not the kernel's default comes back with RestoreTree and
 // the snapshot the crashed run recorded (Enforcer.OriginalTree).
 func Cleanup(logf func(string, ...any), opts ...Option) error {
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	e := &Enforcer{logf: logf, ns: netns.None()}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	var err error
-	if o.netnsPath != "" {
-		e.ns, err = netnsFromPath(o.netnsPath)
-		if err != nil {
-			return fmt.Errorf("cleanup: %w", err)
-		}
-		defer e.closeNs()
-		e.h, err = netlink.NewHandleAt(e.ns)
-	} else {
-		e.h, err = netlink.NewHandle()
-	}
+	e, done, err := handleOnly(logf, opts)
 	if err != nil {
-		return fmt.Errorf("cleanup: open netlink: %w", err)
+		return fmt.Errorf("cleanup: %w", err)
 	}
-	defer e.h.Close()
+	defer done()
 	links, err := e.h.LinkList()
 	if err != nil {
 		return fmt.Errorf("cleanup: list links: %w", err)
@@ -118,4 +100,32 @@ func linkName(e *Enforcer, index int) string {
 		return l.Attrs().Name
 	}
 	return ""
+}
+
+// handleOnly returns an Enforcer that has only a netlink handle, in the
+// caller's network namespace or the one WithNetns names: what Cleanup,
+// RestoreSizes and RestoreTree need without a running Enforcer. done
+// releases it.
+func handleOnly(logf func(string, ...any), opts []Option) (e *Enforcer, done func(), err error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e = &Enforcer{logf: logf, ns: netns.None()}
+	if o.netnsPath != "" {
+		if e.ns, err = netnsFromPath(o.netnsPath); err != nil {
+			return nil, nil, err
+		}
+		e.h, err = netlink.NewHandleAt(e.ns)
+	} else {
+		e.h, err = netlink.NewHandle()
+	}
+	if err != nil {
+		e.closeNs()
+		return nil, nil, fmt.Errorf("open netlink: %w", err)
+	}
+	return e, func() { e.h.Close(); e.closeNs() }, nil
 }

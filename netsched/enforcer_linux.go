@@ -473,9 +473,8 @@ func fifoFloor(largest uint32) uint32 { return 3 * largest }
 
 // ingressFloor is the least byte limit of a download FIFO on dev's IFB:
 // one GRO aggregate and a packet. A download's sender is remote, so a drop
-// there is an ordinary loss to it; a deeper FIFO only lets background
-// downloads queue more (measured: a foreground download against a
-// background one kept less with three aggregates than with one).
+// there is an ordinary loss to it, and a deeper FIFO only lets a
+// background download queue more.
 func ingressFloor(dev netlink.Link, st *ifaceState) uint32 {
 	m := maxGRO(dev)
 	if st.sizes != nil {

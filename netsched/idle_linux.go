@@ -295,24 +295,35 @@ func heldBurst(mtu int) uint32 { return max(heldMinBurst, uint32(mtu)+32) }
 
 // socketIn opens a socket in network namespace ns (none: the caller's).
 func socketIn(ns netns.NsHandle, domain, typ, proto int) (int, error) {
+	fd := -1
+	err := runInNetns(ns, func() error {
+		var err error
+		fd, err = unix.Socket(domain, typ|unix.SOCK_CLOEXEC, proto)
+		return err
+	})
+	return fd, err
+}
+
+// runInNetns runs fn on a thread in ns (none: the caller's namespace).
+func runInNetns(ns netns.NsHandle, fn func() error) error {
 	if !ns.IsOpen() {
-		return unix.Socket(domain, typ|unix.SOCK_CLOEXEC, proto)
+		return fn()
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
-		return -1, err
+		return fmt.Errorf("current netns: %w", err)
 	}
 	defer orig.Close()
 	if err := netns.Set(ns); err != nil {
-		return -1, err
+		return fmt.Errorf("enter netns: %w", err)
 	}
-	fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, proto)
-	if rerr := netns.Set(orig); rerr != nil {
-		panic(fmt.Sprintf("netsched: return to the original network namespace: %v", rerr)) // a thread must not stay in the wrong namespace
+	ferr := fn()
+	if err := netns.Set(orig); err != nil {
+		panic(fmt.Sprintf("netsched: return to the original network namespace: %v", err)) // a thread must not stay in the wrong namespace
 	}
-	return fd, err
+	return ferr
 }
 
 // newGate opens a gate's sockets and takes a free slot.

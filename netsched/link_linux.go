@@ -3,7 +3,6 @@ package netsched
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -61,28 +60,6 @@ func offloads(iface string) (map[string]bool, error) {
 		return nil, fmt.Errorf("ethtool features of %s: %w", iface, err)
 	}
 	return feats, nil
-}
-
-// runInNetns runs fn on a thread in ns (none: the caller's namespace).
-func runInNetns(ns netns.NsHandle, fn func() error) error {
-	if !ns.IsOpen() {
-		return fn()
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return fmt.Errorf("current netns: %w", err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		return fmt.Errorf("enter netns: %w", err)
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		panic(fmt.Sprintf("netsched: return to the original network namespace: %v", err)) // a thread must not stay in the wrong namespace
-	}
-	return ferr
 }
 
 // Links returns the facts of every interface lanes shapes.

@@ -181,6 +181,8 @@ func TestLoneFlow(t *testing.T) {
 				reverse bool
 			}
 			base := map[key]loneResult{}
+			// Named, not the host's default, so that every host runs
+			// both: BBR is this machine's default, cubic most others'.
 			for _, cc := range []string{"cubic", "bbr"} {
 				for _, reverse := range []bool{false, true} {
 					port++

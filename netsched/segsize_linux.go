@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
 
 func sizesOf(dev netlink.Link) SegmentSizes {
@@ -98,28 +97,11 @@ func (e *Enforcer) OriginalSizes(iface string) (SegmentSizes, bool) {
 // RestoreSizes sets iface's segment sizes to orig (those a crashed run
 // recorded), in the caller's network namespace or the one WithNetns names.
 func RestoreSizes(logf func(string, ...any), iface string, orig SegmentSizes, opts ...Option) error {
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	e := &Enforcer{logf: logf, ns: netns.None()}
-	var err error
-	if o.netnsPath != "" {
-		if e.ns, err = netnsFromPath(o.netnsPath); err != nil {
-			return fmt.Errorf("restore segment sizes: %w", err)
-		}
-		defer e.closeNs()
-		e.h, err = netlink.NewHandleAt(e.ns)
-	} else {
-		e.h, err = netlink.NewHandle()
-	}
+	e, done, err := handleOnly(logf, opts)
 	if err != nil {
-		return fmt.Errorf("restore segment sizes: open netlink: %w", err)
+		return fmt.Errorf("restore segment sizes: %w", err)
 	}
-	defer e.h.Close()
+	defer done()
 	dev, err := e.h.LinkByName(iface)
 	if err != nil {
 		return fmt.Errorf("restore segment sizes: interface %s: %w", iface, err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/netprobe"
 )
 
 // The snapshot of a root qdisc tree is taken over rtnetlink, as tc(8)
@@ -364,54 +364,12 @@ func proveRestorable(dev netlink.Link, snap *TreeSnapshot) error {
 }
 
 // inScratchNetns runs fn with an Enforcer (netlink handle and namespace
-// only) in a new network namespace that is destroyed afterwards. The
-// calling thread never enters it: a dedicated locked thread does, and is
-// discarded if it cannot go back.
+// only) in a new network namespace that is destroyed afterwards; the
+// calling thread never enters it.
 func inScratchNetns(fn func(*Enforcer) error) error {
-	type result struct {
-		h   *netlink.Handle
-		ns  netns.NsHandle
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("get current netns: %w", err)}
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.New()
-		if err != nil {
-			ch <- result{err: fmt.Errorf("create netns: %w", err)} // the thread dies locked
-			return
-		}
-		h, herr := netlink.NewHandleAt(ns)
-		if err := netns.Set(orig); err != nil {
-			ns.Close()
-			if h != nil {
-				h.Close()
-			}
-			ch <- result{err: fmt.Errorf("return to netns: %w", err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		if herr != nil {
-			ns.Close()
-			ch <- result{err: fmt.Errorf("netlink handle in netns: %w", herr)}
-			return
-		}
-		ch <- result{h: h, ns: ns}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return r.err
-	}
-	defer r.ns.Close()
-	defer r.h.Close()
-	return fn(&Enforcer{h: r.h, ns: r.ns, logf: func(string, ...any) {}})
+	return netprobe.InThrowawayNetns(func(h *netlink.Handle, ns netns.NsHandle) error {
+		return fn(&Enforcer{h: h, ns: ns, logf: func(string, ...any) {}})
+	})
 }
 
 // restoreTree gives dev snap back once lanes' root is gone.
@@ -431,28 +389,12 @@ func RestoreTree(logf func(string, ...any), iface string, snap *TreeSnapshot, op
 	if snap == nil || len(snap.Objects) == 0 {
 		return nil
 	}
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	e := &Enforcer{logf: logf, ns: netns.None()}
-	var err error
-	if o.netnsPath != "" {
-		if e.ns, err = netnsFromPath(o.netnsPath); err != nil {
-			return fmt.Errorf("restore tree: %w", err)
-		}
-		defer e.closeNs()
-		e.h, err = netlink.NewHandleAt(e.ns)
-	} else {
-		e.h, err = netlink.NewHandle()
-	}
+	e, done, err := handleOnly(logf, opts)
 	if err != nil {
-		return fmt.Errorf("restore tree: open netlink: %w", err)
+		return fmt.Errorf("restore tree: %w", err)
 	}
-	defer e.h.Close()
+	defer done()
+	logf = e.logf
 	dev, err := e.h.LinkByName(iface)
 	if err != nil {
 		return fmt.Errorf("restore tree: interface %s: %w", iface, err)

@@ -156,10 +156,16 @@ func bpfAnswer(name string, err error) error {
 }
 
 // inThrowawayNetns runs fn with a netlink handle in a new network namespace
-// that is destroyed afterwards. The calling thread is never left in it: the
-// namespace is entered on a dedicated, locked thread that is discarded if
-// it cannot go back.
+// that is destroyed afterwards (see InThrowawayNetns).
 func inThrowawayNetns(fn func(h *netlink.Handle) error) error {
+	return InThrowawayNetns(func(h *netlink.Handle, _ netns.NsHandle) error { return fn(h) })
+}
+
+// InThrowawayNetns runs fn with a netlink handle in, and a handle of, a new
+// network namespace that is destroyed afterwards. The calling thread is
+// never left in it: the namespace is entered on a dedicated, locked thread
+// that is discarded if it cannot go back.
+func InThrowawayNetns(fn func(h *netlink.Handle, ns netns.NsHandle) error) error {
 	type result struct {
 		h   *netlink.Handle
 		ns  netns.NsHandle
@@ -204,5 +210,5 @@ func inThrowawayNetns(fn func(h *netlink.Handle) error) error {
 	}
 	defer r.ns.Close()
 	defer r.h.Close()
-	return fn(r.h)
+	return fn(r.h, r.ns)
 }

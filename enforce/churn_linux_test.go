@@ -89,8 +89,15 @@ func TestMoveTreeWithExitingChildren(t *testing.T) {
 	if failures > 0 {
 		t.Errorf("%d of %d moves failed", failures, done)
 	}
-	if done < rounds {
+	// The count within the time limit is a timing assertion: under
+	// emulation (the kernel matrix, TCG) a fork costs many times what it
+	// does natively, so there the test asks only for enough moves to
+	// have raced the forks.
+	switch {
+	case done < rounds && !testutil.Emulated():
 		t.Errorf("only %d of %d moves within the time limit", done, rounds)
+	case done < rounds/10:
+		t.Errorf("only %d of %d moves within the time limit under emulation", done, rounds)
 	}
 	t.Logf("%d moves, %d failures, %d children moved along", done, failures, children)
 	if children == 0 {

@@ -639,12 +639,16 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 			runtime.UnlockOSThread()
 		}()
 		defer func() {
-			close(stop)
-			close(ch)
-			cancel()
+			// The reader is closed and the flag cleared before the
+			// channel closes: a caller that saw the close may start
+			// the next reader at once.
+			rd.Close()
 			e.mu.Lock()
 			e.evReading = false
 			e.mu.Unlock()
+			close(stop)
+			cancel()
+			close(ch)
 		}()
 		var rec ringbuf.Record
 		for {

@@ -40,6 +40,22 @@
 //  - Marking: egress packets of a class with LANE_F_MARK_LE get DSCP LE
 //    (RFC 8622, DSCP 1) in the IPv4 TOS (checksum fixed) or IPv6 traffic
 //    class.
+//  - Receive windows (downloads): on a device with entries in rx_window
+//    (its downloads are shaped on its IFB, after the bottleneck), the
+//    window a local TCP socket advertises in its outgoing packets (ACKs)
+//    is lowered to at most gain x the class's ceiling x the socket's
+//    minimum RTT + 4 segments, rewritten in the header (checksum fixed).
+//    A sender then has no more than about gain x the bandwidth-delay
+//    product in flight, so its slow start or bandwidth probes cannot
+//    build a queue before lanes' IFB, at the bottleneck, where lanes
+//    cannot reorder it. Rewriting needs the socket's window scale, which
+//    only the SYNs carry: our SYN's (rx_sock, confirmed by the peer's
+//    SYN-ACK at ingress) or our SYN-ACK's (rx_synack by connection, as
+//    a passive open's SYN-ACK leaves from a request socket). Connections
+//    opened before lanes are left alone. (Setting TCP_WINDOW_CLAMP from a
+//    sock_ops program does not hold: since Linux 6.x the stack resets the
+//    clamp from the receive buffer whenever the segments' truesize ratio
+//    changes, and a sock_ops program sees only slow-path packets.)
 //  - Following: on a device in follow_of_dev, an incoming packet with DSCP
 //    LE or CS1 (QBone scavenger) whose local socket has no lanes label
 //    labels that socket (socket storage followed) with the device's follow
@@ -165,6 +181,134 @@ struct {
 	__type(key, int);
 	__type(value, __u32);
 } followed SEC(".maps");
+
+// rx_key is a shaped device and a class on it (0: unclassified, the
+// device's default class).
+struct rx_key {
+	__u32 ifindex;
+	__u32 cls;
+};
+
+// rx_limit is what a class may receive on a device.
+struct rx_limit {
+	__u64 ceil_bps; // the class's ceiling, bytes/s
+	__u32 gain;     // window = gain/1024 x ceil x RTT (+ 4 segments)
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct rx_key);
+	__type(value, struct rx_limit);
+} rx_window SEC(".maps");
+
+// rx_sock is a socket's receive window scale, as far as lanes knows it.
+struct rx_sock {
+	__u8 wscale; // shift of the socket's advertised windows
+	__u8 known;  // 1: agreed by both ends (0: our SYN's offer, unanswered)
+	__u16 pad;
+	__u32 window; // the last bound applied, bytes
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rx_sock);
+} rx_sock SEC(".maps");
+
+// rx_conn names a connection by its local and remote ends.
+struct rx_conn {
+	__u32 laddr[4];
+	__u32 raddr[4];
+	__u16 lport;
+	__u16 rport;
+	__u32 family;
+};
+
+// rx_synack holds the window scale of SYN-ACKs lanes saw leave, until
+// the connection's first packet from its full socket takes it.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct rx_conn);
+	__type(value, __u8);
+} rx_synack SEC(".maps");
+
+// rx_stats counts (RX_* indexes).
+#define RX_SOCKETS 0 // sockets whose window scale is known: bounded
+#define RX_LOWERED 1 // packets whose advertised window was lowered
+#define RX_NSTATS 2
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RX_NSTATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} rx_stats SEC(".maps");
+
+static __always_inline void rx_count(__u32 i)
+{
+	__u64 *n = bpf_map_lookup_elem(&rx_stats, &i);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+// rx_limit_of returns the receive limit of class cls on device ifindex:
+// the class's own, else the device's default class's, else none.
+static __always_inline struct rx_limit *rx_limit_of(__u32 ifindex, __u32 cls)
+{
+	struct rx_key key = {.ifindex = ifindex, .cls = cls};
+	struct rx_limit *l = bpf_map_lookup_elem(&rx_window, &key);
+	if (l || !cls)
+		return l;
+	key.cls = 0;
+	return bpf_map_lookup_elem(&rx_window, &key);
+}
+
+#define TCPOPT_EOL 0
+#define TCPOPT_NOP 1
+#define TCPOPT_WINDOW 3
+#define TCP_MAX_WSCALE 14
+
+// tcp_wscale returns the window scale option of a TCP header, or -1 if
+// it has none.
+static __always_inline int tcp_wscale(struct tcphdr *th, void *data_end)
+{
+	__u8 *opts = (__u8 *)(th + 1);
+	__u32 optlen = th->doff * 4;
+	if (optlen <= sizeof(*th))
+		return -1;
+	optlen -= sizeof(*th);
+	__u32 off = 0;
+	int i;
+	for (i = 0; i < 40; i++) {
+		if (off >= optlen || off >= 40)
+			return -1;
+		__u8 *o = opts + (off & 63);
+		if ((void *)(o + 1) > data_end)
+			return -1;
+		__u8 kind = o[0];
+		if (kind == TCPOPT_EOL)
+			return -1;
+		if (kind == TCPOPT_NOP) {
+			off++;
+			continue;
+		}
+		if ((void *)(o + 2) > data_end)
+			return -1;
+		__u8 len = o[1];
+		if (len < 2)
+			return -1;
+		if (kind == TCPOPT_WINDOW) {
+			if (len != 3 || (void *)(o + 3) > data_end)
+				return -1;
+			return o[2] > TCP_MAX_WSCALE ? TCP_MAX_WSCALE : o[2];
+		}
+		off += len;
+	}
+	return -1;
+}
 
 static __always_inline int is_lanes_class(__u32 prio)
 {
@@ -323,6 +467,109 @@ static __always_inline __u32 egress_class(struct __sk_buff *skb, struct bpf_sock
 	return 0;
 }
 
+// rx_egress bounds the window an outgoing TCP packet advertises (see the
+// top of this file). It records window scales from SYNs and SYN-ACKs.
+static __always_inline void rx_egress(struct __sk_buff *skb, struct bpf_sock *sk, __u32 cls, struct rtts rtt)
+{
+	struct rx_limit *l = rx_limit_of(skb->ifindex, cls);
+	if (!l)
+		return;
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return;
+	struct rx_conn conn = {};
+	struct tcphdr *th;
+	__u32 l4off;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > data_end || ip->protocol != IPPROTO_TCP || ip->ihl < 5)
+			return;
+		l4off = ETH_HLEN + ip->ihl * 4;
+		conn.family = 4;
+		conn.laddr[0] = ip->saddr;
+		conn.raddr[0] = ip->daddr;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > data_end || ip6->nexthdr != IPPROTO_TCP)
+			return;
+		l4off = ETH_HLEN + sizeof(*ip6);
+		conn.family = 6;
+		__builtin_memcpy(conn.laddr, &ip6->saddr, 16);
+		__builtin_memcpy(conn.raddr, &ip6->daddr, 16);
+	} else {
+		return;
+	}
+	if (l4off > 120)
+		return;
+	th = data + l4off;
+	if ((void *)(th + 1) > data_end)
+		return;
+	conn.lport = th->source;
+	conn.rport = th->dest;
+	if (th->syn) {
+		int ws = tcp_wscale(th, data_end);
+		if (th->ack) {
+			// A passive open's SYN-ACK leaves from a request socket: its
+			// scale (none if the peer's SYN offered none) waits by
+			// connection for the full socket.
+			__u8 v = ws < 0 ? 0 : ws;
+			bpf_map_update_elem(&rx_synack, &conn, &v, BPF_ANY);
+		} else if (sk) {
+			// Our SYN's offer: confirmed by the peer's SYN-ACK at ingress.
+			struct rx_sock *r = bpf_sk_storage_get(&rx_sock, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+			if (r) {
+				r->wscale = ws < 0 ? 0 : ws;
+				r->known = ws < 0;
+				if (r->known)
+					rx_count(RX_SOCKETS);
+			}
+		}
+		return; // windows in SYNs are never scaled; lanes leaves them
+	}
+	if (!sk || sk->protocol != IPPROTO_TCP)
+		return;
+	struct rx_sock *r = bpf_sk_storage_get(&rx_sock, sk, 0, 0);
+	if (!r) {
+		__u8 *ws = bpf_map_lookup_elem(&rx_synack, &conn);
+		if (!ws)
+			return; // opened before lanes: its scale is unknown
+		__u8 v = *ws;
+		bpf_map_delete_elem(&rx_synack, &conn);
+		r = bpf_sk_storage_get(&rx_sock, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!r)
+			return;
+		r->wscale = v;
+		r->known = 1;
+		rx_count(RX_SOCKETS);
+	}
+	if (!r->known)
+		return;
+	__u32 us = rtt.min ? rtt.min : rtt.srtt;
+	if (!us)
+		return;
+	struct bpf_tcp_sock *tp = bpf_tcp_sock(sk);
+	__u32 mss = tp && tp->mss_cache ? tp->mss_cache : 1460;
+	__u64 bound = l->ceil_bps * us / 1000000;
+	bound = bound * l->gain / 1024 + 4 * (__u64)mss;
+	__u32 ws = r->wscale & 15;
+	__u16 old = th->window;
+	__u64 win = (__u64)bpf_ntohs(old) << ws;
+	if (win <= bound)
+		return;
+	__u64 units = (bound + (1ULL << ws) - 1) >> ws;
+	if (units == 0)
+		units = 1;
+	if (units > 0xffff)
+		return;
+	__u16 nw = bpf_htons((__u16)units);
+	r->window = (__u32)(units << ws);
+	bpf_l4_csum_replace(skb, l4off + offsetof(struct tcphdr, check), old, nw, 2);
+	bpf_skb_store_bytes(skb, l4off + offsetof(struct tcphdr, window), &nw, 2, 0);
+	rx_count(RX_LOWERED);
+}
+
 SEC("tc")
 int lanes_egress(struct __sk_buff *skb)
 {
@@ -336,7 +583,9 @@ int lanes_egress(struct __sk_buff *skb)
 	__u32 flags = cls ? lane_flags_of(cls) : 0;
 	if (flags & LANE_F_MARK_LE)
 		mark_le(skb);
-	idle_account(skb->ifindex, DIR_EGRESS, flags, rtts_of(sk));
+	struct rtts rtt = rtts_of(sk);
+	idle_account(skb->ifindex, DIR_EGRESS, flags, rtt);
+	rx_egress(skb, sk, cls, rtt);
 	return TC_ACT_OK;
 }
 
@@ -376,6 +625,19 @@ static __always_inline __u32 follow(struct __sk_buff *skb, struct bpf_sock *sk, 
 	if (f)
 		*f = c;
 	return c;
+}
+
+// rx_synack_in confirms the window scale our SYN offered when the peer's
+// SYN-ACK arrives: without its window option neither end scales.
+static __always_inline void rx_synack_in(struct bpf_sock *sk, struct tcphdr *th, void *data_end)
+{
+	struct rx_sock *r = bpf_sk_storage_get(&rx_sock, sk, 0, 0);
+	if (!r || r->known)
+		return;
+	if (tcp_wscale(th, data_end) < 0)
+		r->wscale = 0;
+	r->known = 1;
+	rx_count(RX_SOCKETS);
 }
 
 // lanes_ingress runs at clsact ingress of a shaped device: it finds the
@@ -442,6 +704,8 @@ int lanes_ingress(struct __sk_buff *skb)
 			tuple.ipv6.dport = th->dest;
 		}
 		sk = bpf_sk_lookup_tcp(skb, &tuple, tuple_len, BPF_F_CURRENT_NETNS, 0);
+		if (sk && th->syn && th->ack)
+			rx_synack_in(sk, th, data_end);
 	} else if (proto == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 		if ((void *)(uh + 1) > data_end)

@@ -32,6 +32,36 @@ type LanesIdleKey struct {
 	Dir     uint32
 }
 
+type LanesRxConn struct {
+	_      structs.HostLayout
+	Laddr  [4]uint32
+	Raddr  [4]uint32
+	Lport  uint16
+	Rport  uint16
+	Family uint32
+}
+
+type LanesRxKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Cls     uint32
+}
+
+type LanesRxLimit struct {
+	_       structs.HostLayout
+	CeilBps uint64
+	Gain    uint32
+	Pad     uint32
+}
+
+type LanesRxSock struct {
+	_      structs.HostLayout
+	Wscale uint8
+	Known  uint8
+	Pad    uint16
+	Window uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -44,6 +74,10 @@ const (
 	LanesMapIdleSlot         = "idle_slot"
 	LanesMapLaneFlags        = "lane_flags"
 	LanesMapLaneOfCgroup     = "lane_of_cgroup"
+	LanesMapRxSock           = "rx_sock"
+	LanesMapRxStats          = "rx_stats"
+	LanesMapRxSynack         = "rx_synack"
+	LanesMapRxWindow         = "rx_window"
 	LanesProgLanesEgress     = "lanes_egress"
 	LanesProgLanesIngress    = "lanes_ingress"
 	LanesProgLanesSockCreate = "lanes_sock_create"
@@ -108,6 +142,10 @@ type LanesMapSpecs struct {
 	IdleSlot     *ebpf.MapSpec `ebpf:"idle_slot"`
 	LaneFlags    *ebpf.MapSpec `ebpf:"lane_flags"`
 	LaneOfCgroup *ebpf.MapSpec `ebpf:"lane_of_cgroup"`
+	RxSock       *ebpf.MapSpec `ebpf:"rx_sock"`
+	RxStats      *ebpf.MapSpec `ebpf:"rx_stats"`
+	RxSynack     *ebpf.MapSpec `ebpf:"rx_synack"`
+	RxWindow     *ebpf.MapSpec `ebpf:"rx_window"`
 }
 
 // LanesVariableSpecs contains global variables before they are loaded into the kernel.
@@ -144,6 +182,10 @@ type LanesMaps struct {
 	IdleSlot     *ebpf.Map `ebpf:"idle_slot"`
 	LaneFlags    *ebpf.Map `ebpf:"lane_flags"`
 	LaneOfCgroup *ebpf.Map `ebpf:"lane_of_cgroup"`
+	RxSock       *ebpf.Map `ebpf:"rx_sock"`
+	RxStats      *ebpf.Map `ebpf:"rx_stats"`
+	RxSynack     *ebpf.Map `ebpf:"rx_synack"`
+	RxWindow     *ebpf.Map `ebpf:"rx_window"`
 }
 
 func (m *LanesMaps) Close() error {
@@ -156,6 +198,10 @@ func (m *LanesMaps) Close() error {
 		m.IdleSlot,
 		m.LaneFlags,
 		m.LaneOfCgroup,
+		m.RxSock,
+		m.RxStats,
+		m.RxSynack,
+		m.RxWindow,
 	)
 }
 

@@ -128,6 +128,7 @@ type fileNetGlobal struct {
 	Interfaces  []string     `toml:"interfaces"`
 	Rate        *string      `toml:"rate"`
 	Ingress     *bool        `toml:"ingress"`
+	RxWindow    *float64     `toml:"receive_window"`
 	Classifier  *string      `toml:"classifier"`
 	ReplaceRoot *bool        `toml:"replace_root"`
 	Idletime    *fileNetIdle `toml:"idletime"`
@@ -367,6 +368,16 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 	}
 	if fn.Ingress != nil {
 		n.Ingress = *fn.Ingress
+	}
+	if fn.RxWindow != nil {
+		switch g := *fn.RxWindow; {
+		case g == 0:
+			n.RxWindow = 0
+		case g >= 1 && g <= 16:
+			n.RxWindow = g
+		default:
+			v.add("net.receive_window", "%g is outside 1..16 (0: off): it multiplies a download's bandwidth-delay product, and below 1 a lone download could not fill the link", g)
+		}
 	}
 	if fn.Classifier != nil {
 		switch *fn.Classifier {

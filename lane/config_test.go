@@ -27,6 +27,9 @@ func TestDefault(t *testing.T) {
 	if c.Daemon.Socket != "/run/lanes/lanes.sock" || c.Daemon.StateDir != "/var/lib/lanes" || c.Daemon.SocketGID != -1 {
 		t.Errorf("Daemon %+v", c.Daemon)
 	}
+	if c.Net.RxWindow != 1.25 {
+		t.Errorf("default net.receive_window = %g, want 1.25", c.Net.RxWindow)
+	}
 	if c.Net.Rate != 0 || len(c.Net.Interfaces) != 0 || c.Net.Ingress {
 		t.Errorf("Net %+v, want enforcement off on the default route's interface", c.Net)
 	}
@@ -554,6 +557,9 @@ pi_max = "50ms"`, PIAdaptive, 0},
 		{"[disk.idletime]\npi = \"auto\"\ndevices = [\"/dev/sda\"]", `t.toml:2: disk.idletime.pi: "auto" derives`},
 		{"[disk.idletime]\npi = \"200ms\"", `disk.idletime.devices: name the block devices`},
 		{"[net]\nclassifier = \"bpf\"", `t.toml:2: net.classifier: unknown classifier "bpf"`},
+		{"[net]\nreceive_window = 0.5", `t.toml:2: net.receive_window: 0.5 is outside 1..16 (0: off)`},
+		{"[net]\nreceive_window = 17", `t.toml:2: net.receive_window: 17 is outside 1..16`},
+		{"[net]\nreceive_window = \"auto\"", `net.receive_window`},
 		{"[disk.idletime]\ndevices = [\"sda\"]", `t.toml:2: disk.idletime.devices: "sda" is not a block device path`},
 		{"[lanes.background]\nnet = { preempts = true }", `t.toml:2: lanes.background.net.preempts: an idletime lane's packets are background`},
 		{"[lanes.normal]\nnet = { preempts = false }", `lanes.normal.net.preempts: the default lane's packets always preempt`},

@@ -126,6 +126,11 @@ type NetGlobal struct {
 	Rate uint64
 	// Ingress: also shape the download direction (IFB).
 	Ingress bool
+	// RxWindow, with Ingress, bounds each TCP download's receive window
+	// to RxWindow x its lane's ceiling x the connection's RTT (+ 4
+	// segments): senders cannot queue much at the bottleneck before
+	// lanes' IFB. 0: off.
+	RxWindow float64
 	// Classifier is how packets find their lane: "auto" (by process with
 	// BPF where the kernel can, per-lane port rules where it cannot) or
 	// "ports" (port rules only).

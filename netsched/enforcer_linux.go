@@ -34,6 +34,7 @@ type Enforcer struct {
 	clsErr  error // why the BPF classifier is unavailable, nil if it is
 	ingErr  error // why download shaping is unavailable, nil if it is
 	idleErr error // why idletime gates are unavailable, nil if they are
+	rxErr   error // why download receive windows cannot be bounded, nil if they can
 	ports   portState
 	refused map[string]error // interfaces whose root is kept: why (ErrRootNotRestorable)
 
@@ -156,6 +157,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupUdp),
 		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
 	)
+	e.rxErr = e.ingErr
 	e.initPortRules()
 	return e, nil
 }
@@ -194,6 +196,11 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB (u32 + mirred redirect), lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, u32 + mirred, bpf_sk_lookup_tcp/udp and bpf_sk_storage_get in tc", OK: true})
 	} else {
 		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "none: downloads are not shaped", Reason: e.ingErr.Error()})
+	}
+	if e.rxErr == nil {
+		ms = append(ms, features.Mechanism{Resource: "net receive window", Backend: "tc egress lowers the window a shaped download's ACKs advertise to gain x lane ceiling x RTT", Preferred: true, Reason: "needs what download shaping needs (tc BPF with socket lookup and storage)", OK: true})
+	} else {
+		ms = append(ms, features.Mechanism{Resource: "net receive window", Backend: "none: download senders may queue at the bottleneck before the IFB", Reason: e.rxErr.Error()})
 	}
 	if e.idleErr == nil {
 		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "tbf hold + daemon (BPF wake-up)", Preferred: true, Reason: "probed: tbf, BPF ring buffer and mmapable array, compare-and-swap in tc programs; the kernel has no preemption-interval qdisc, so the daemon holds and releases a TBF leaf per background lane", OK: true})
@@ -267,6 +274,9 @@ func (p Plan) validate() error {
 	}
 	if len(p.Classes) == 0 {
 		return fmt.Errorf("%w: interface %s: no classes", ErrBadPlan, p.Iface)
+	}
+	if p.RxWindow != 0 && (p.RxWindow < 1 || p.RxWindow > 16) {
+		return fmt.Errorf("%w: interface %s: receive window gain %g outside 1..16", ErrBadPlan, p.Iface, p.RxWindow)
 	}
 	for _, c := range p.Classes {
 		if c.ClassID>>16 != Major || c.Rate == 0 || c.Ceil < c.Rate || c.LeafHandle == 0 || (c.Leaf == LeafTbf && (c.Limit == 0 || !c.Idle)) {
@@ -364,6 +374,9 @@ func (e *Enforcer) apply(ctx context.Context, dev netlink.Link, st *ifaceState, 
 		st.sizeErr = err
 	} else {
 		st.sizeErr = nil
+	}
+	if err := e.syncRxWindow(dev, p); err != nil {
+		return err
 	}
 	if !p.Ingress {
 		if st.ifb != "" {
@@ -712,6 +725,9 @@ func (e *Enforcer) teardown(dev netlink.Link, st *ifaceState) error {
 	if e.objs != nil {
 		if err := e.objs.FollowOfDev.Delete(uint32(dev.Attrs().Index)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, fmt.Errorf("idletime: follow off on %s: %w", name, err))
+		}
+		if err := e.clearRxWindow(dev); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := e.removeIngress(dev, st); err != nil {

@@ -69,6 +69,12 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 	return nil, errUnsupported
 }
 
+// RxWindowStats reports none off Linux.
+func (e *Enforcer) RxWindowStats() (RxWindowStats, bool) { return RxWindowStats{}, false }
+
+// RxWindowStats are the receive-window counters (Linux only).
+type RxWindowStats struct{ Sockets, Lowered uint64 }
+
 // ForegroundRTT returns 0.
 func (e *Enforcer) ForegroundRTT(iface string, smoothed bool) time.Duration { return 0 }
 

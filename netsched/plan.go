@@ -153,6 +153,10 @@ type Plan struct {
 	// Ingress). Its downloads, and its replies and ACKs, are then
 	// scheduled in that class.
 	Follow uint32 `json:"follow,omitempty"`
+	// RxWindow, with Ingress, bounds each TCP download's receive window to
+	// RxWindow x its class's ceiling x the connection's RTT, plus 4
+	// segments (config: net.receive_window; 0: off).
+	RxWindow float64 `json:"rx_window,omitempty"`
 	// ReplaceRoot: replace the interface's root qdisc even when its tree
 	// cannot be restored faithfully (config: net.replace_root).
 	ReplaceRoot bool `json:"replace_root,omitempty"`
@@ -292,6 +296,9 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: no lanes", ErrBadPlan)
 	}
 	p := Plan{Iface: iface, Rate: link, Ingress: cfg.Net.Ingress, ReplaceRoot: cfg.Net.ReplaceRoot}
+	if p.Ingress {
+		p.RxWindow = cfg.Net.RxWindow
+	}
 
 	floor := max(link/100, minRate)
 	var fixed uint64

@@ -61,7 +61,7 @@ func TestDependencyRules(t *testing.T) {
 		pkg       string
 		forbidden []string
 	}{
-		{"./internal/cli", []string{"github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/netsched", "github.com/lanes-qos/lanes/daemon"}},
+		{"./cmd/lanes/cli", []string{"github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/netsched", "github.com/lanes-qos/lanes/daemon"}},
 		{"./api", []string{"golang.org/x/sys/unix", "github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/enforce"}},
 		{"./api/client", []string{"golang.org/x/sys/unix", "github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/enforce"}},
 		{"./lane", []string{"golang.org/x/sys/unix", "github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/internal/cgroup"}},

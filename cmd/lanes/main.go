@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lanes-qos/lanes/internal/cli"
-	"github.com/lanes-qos/lanes/internal/cli/benchcmd"
+	"github.com/lanes-qos/lanes/cmd/lanes/benchcmd"
+	"github.com/lanes-qos/lanes/cmd/lanes/cli"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/netsched"
 )

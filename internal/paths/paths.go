@@ -16,6 +16,9 @@ const (
 	ConfigFile = "/etc/lanes/lanes.toml"
 	// StateDir holds lanesd's state store (state.db).
 	StateDir = "/var/lib/lanes"
+	// RunDir holds what lives only while the host is up: lanesd's socket
+	// and the state of daemon-less `lanes run`s (tmpfs on most hosts).
+	RunDir = "/run/lanes"
 	// Socket is where lanesd serves the local API. Its value is the API's
 	// (api.DefaultSocket), which programs outside this module see.
 	Socket = api.DefaultSocket

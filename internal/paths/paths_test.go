@@ -12,6 +12,9 @@ import (
 // The embedded config's [daemon] defaults are these paths.
 func TestEmbeddedDefaultsAgree(t *testing.T) {
 	d := lane.Default().Daemon
+	if filepath.Dir(Socket) != RunDir {
+		t.Errorf("socket %s is not in the run directory %s", Socket, RunDir)
+	}
 	if d.Socket != Socket || d.StateDir != StateDir {
 		t.Errorf("lane's default.toml says socket %q, state_dir %q; package paths says %q, %q", d.Socket, d.StateDir, Socket, StateDir)
 	}

@@ -122,7 +122,7 @@ func (n Net) Mechanisms() []features.Mechanism {
 		Preferred: n.FqCodel == nil, Reason: why, OK: n.HTB == nil,
 	}}
 	if n.HTB != nil {
-		ms[0].Backend, ms[0].Reason = "none", fmt.Sprintf("network enforcement: %v", n.HTB)
+		ms[0].Backend, ms[0].Preferred, ms[0].Reason = "none", false, fmt.Sprintf("network enforcement: %v", n.HTB)
 		return ms
 	}
 	if n.Classifier == nil {

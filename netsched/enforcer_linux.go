@@ -165,11 +165,11 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 	} else if e.ingErr != nil {
 		n.IngressPorts = e.ingErr
 	}
-	ms := n.Mechanisms()
+	var ifaces []features.Mechanism
 	for _, f := range e.Links() {
-		ms = append(ms, f.Mechanism())
+		ifaces = append(ifaces, f.Mechanism())
 	}
-	return append(ms, e.rootMechanisms()...)
+	return n.Mechanisms(append(ifaces, e.rootMechanisms()...)...)
 }
 
 // Close detaches the sock_create programs and releases the programs and

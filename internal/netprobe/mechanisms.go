@@ -114,8 +114,9 @@ func (n Net) Leaf() (kind, why string) {
 	return LeafHeadDrop, fmt.Sprintf("fq_codel unavailable (%v); head-drop packet FIFO sized to each lane's target delay", n.FqCodel)
 }
 
-// Mechanisms are n's lines of `lanes doctor`.
-func (n Net) Mechanisms() []features.Mechanism {
+// Mechanisms are n's lines of `lanes doctor`; ifaces, lines about the
+// interfaces lanes shapes, go before the background transport's.
+func (n Net) Mechanisms(ifaces ...features.Mechanism) []features.Mechanism {
 	leaf, why := n.Leaf()
 	ms := []features.Mechanism{{
 		Resource: "net scheduling", Backend: "HTB, one class per lane, leaf " + leaf,
@@ -157,6 +158,7 @@ func (n Net) Mechanisms() []features.Mechanism {
 	} else {
 		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "none: background lanes are only lowest-priority HTB classes (preemption interval 0)", Reason: n.Idle.Error()})
 	}
+	ms = append(ms, ifaces...)
 	return append(ms, features.Mechanism{Resource: "net background transport", Backend: "lowest HTB priority, borrows only idle capacity", Reason: "scavenger congestion control (struct_ops) not implemented yet", OK: true})
 }
 

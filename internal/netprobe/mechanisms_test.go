@@ -66,4 +66,8 @@ func TestNetMechanisms(t *testing.T) {
 			}
 		})
 	}
+	ms := Net{}.Mechanisms(features.Mechanism{Resource: "net link x0"})
+	if n := len(ms); n < 2 || ms[n-2].Resource != "net link x0" || ms[n-1].Resource != "net background transport" {
+		t.Errorf("interface lines do not come just before the background transport's: %+v", ms)
+	}
 }

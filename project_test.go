@@ -50,40 +50,188 @@ func TestPackageDocs(t *testing.T) {
 	}
 }
 
-// The CLI is a client: it may apply CPU and disk settings for a
-// daemon-less `lanes run`, but network enforcement and BPF stay in the
-// daemon, and the API types stay free of kernel code.
+// dep is a package a rule names, and why.
+type dep struct{ path, why string }
+
+const mod = "github.com/lanes-qos/lanes/"
+
+// depRules say, per package, what it must not link (directly or through
+// anything it imports) and why. For a binary, links is every package of
+// this module it may link, with why: one it links that is not listed
+// fails, so the list stays what the binary carries.
+var depRules = []struct {
+	pkg       string
+	forbidden []dep
+	links     []dep
+}{
+	{pkg: "./cmd/lanes",
+		forbidden: []dep{
+			{mod + "netsched", "network enforcement is lanesd's: `lanes doctor` asks lanesd (/v1/doctor) and probes with internal/netprobe when no daemon runs"},
+			{mod + "bpf", "lanes' BPF objects are loaded by lanesd only (netsched, diskidle); linked, their bytecode and loaders would ride in the CLI"},
+			{mod + "diskidle", "disk idletime loads BPF and holds devices: lanesd's"},
+			{mod + "daemon", "the CLI is a client: it reaches lanesd through the local API"},
+			{mod + "internal/vmlane", "the kernel matrix is lanes-vmlane's"},
+		},
+		links: []dep{
+			{mod + "cmd/lanes/cli", "the lanes commands"},
+			{mod + "cmd/lanes/benchcmd", "`lanes bench`"},
+			{mod + "api", "the local API's types"},
+			{mod + "api/client", "the local API's client: every command but config check and bench asks lanesd first"},
+			{mod + "lane", "the config: `lanes config check`, and the lane a daemon-less `lanes run` applies"},
+			{mod + "idletime", "the PI policy type the config holds (pure Go; the controller runs in lanesd only)"},
+			{mod + "enforce", "daemon-less `lanes run`: without lanesd, root may still run a command in a lane; enforce.StartAlone applies the lane's CPU and disk settings to a private group for the command's life and undoes them, the one implementation of a move (a copy in the CLI would be a second owner of how a process joins a lane)"},
+			{mod + "cpu", "through enforce: the lane's CPU settings (and their probe for `lanes doctor`)"},
+			{mod + "disk", "through enforce: the lane's I/O priority and weight (and their probe)"},
+			{mod + "monitor", "through enforce: the process tree a move takes along"},
+			{mod + "state", "through enforce: a daemon-less run records what it changes (in paths.RunDir, tmpfs) before it changes it, like lanesd"},
+			{mod + "internal/cgroup", "through enforce: the lane's groups; and the hierarchy `lanes doctor` reports"},
+			{mod + "internal/procfs", "through enforce and monitor: /proc/PID fields"},
+			{mod + "internal/paths", "the default config file a daemon-less run reads, and where it keeps its records"},
+			{mod + "internal/features", "probe conventions and the Mechanism lines of `lanes doctor`"},
+			{mod + "internal/netprobe", "`lanes doctor` without a daemon: qdisc, IFB and u32 probes in throwaway namespaces, BPF program types, helpers and maps asked of the verifier (cilium/ebpf's features package, no lanes program), the default route link's offloads (ethtool)"},
+			{mod + "bench", "`lanes bench`: the scenario runner"},
+			{mod + "testbed/netns", "`lanes bench`: the testbed's namespaces"},
+			{mod + "testbed/linkem", "`lanes bench`: the link emulator"},
+			{mod + "testbed/workload", "`lanes bench`: workloads, and `lanes bench gen`, the generator the runner re-executes"},
+		},
+	},
+	{pkg: "./cmd/lanesd",
+		forbidden: []dep{
+			{mod + "cmd/lanes/cli", "the daemon does not carry its client's commands"},
+			{mod + "bench", "benchmarks are `lanes bench`'s"},
+			{mod + "testbed/netns", "test harness: namespaces for tests and benchmarks"},
+			{mod + "testbed/linkem", "test harness: the user-space link emulator"},
+			{mod + "testbed/workload", "test harness: traffic and CPU workloads"},
+			{mod + "internal/testutil", "test helpers"},
+			{mod + "internal/vmlane", "the kernel matrix is lanes-vmlane's"},
+		},
+	},
+	{pkg: "./cmd/lanes-vmlane",
+		forbidden: []dep{
+			{mod + "daemon", "the matrix builds and boots test binaries; it enforces nothing on the host"},
+			{mod + "enforce", "the matrix enforces nothing on the host"},
+			{mod + "netsched", "the matrix enforces nothing on the host"},
+			{mod + "bpf", "the matrix loads no BPF on the host"},
+			{"github.com/cilium/ebpf", "the matrix loads no BPF on the host"},
+			{"github.com/vishvananda/netlink", "the matrix changes no network settings on the host"},
+		},
+	},
+	{pkg: "./cmd/lanes/cli",
+		forbidden: []dep{
+			{"github.com/vishvananda/netlink", "the CLI proper is a client; network probes are wired in by cmd/lanes (Options.LocalProbes)"},
+			{"github.com/cilium/ebpf", "the CLI proper loads and probes no BPF; cmd/lanes wires in netprobe"},
+			{mod + "netsched", "network enforcement is lanesd's"},
+			{mod + "daemon", "the CLI is a client of lanesd"},
+		},
+	},
+	{pkg: "./api", forbidden: apiForbidden},
+	{pkg: "./api/client", forbidden: apiForbidden},
+	{pkg: "./lane",
+		forbidden: []dep{
+			{"golang.org/x/sys/unix", "lane is pure: the model and its config, no kernel"},
+			{"github.com/vishvananda/netlink", "lane is pure"},
+			{"github.com/cilium/ebpf", "lane is pure"},
+			{mod + "internal/cgroup", "lane is pure; enforcers turn its settings into cgroups"},
+		},
+	},
+}
+
+// apiForbidden: the API's types and client carry no kernel code, so that
+// any program may talk to lanesd.
+var apiForbidden = []dep{
+	{"golang.org/x/sys/unix", "the API is wire types and HTTP only"},
+	{"github.com/vishvananda/netlink", "the API is wire types and HTTP only"},
+	{"github.com/cilium/ebpf", "the API is wire types and HTTP only"},
+	{mod + "enforce", "the API describes enforcement; lanesd does it"},
+}
+
+// TestDependencyRules checks depRules, and that every binary under cmd/
+// has a rule.
 func TestDependencyRules(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go toolchain here (the dependency rules are checked where the code is built)")
 	}
-	rules := []struct {
-		pkg       string
-		forbidden []string
-	}{
-		{"./internal/cli", []string{"github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/netsched", "github.com/lanes-qos/lanes/daemon"}},
-		{"./api", []string{"golang.org/x/sys/unix", "github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/enforce"}},
-		{"./api/client", []string{"golang.org/x/sys/unix", "github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/enforce"}},
-		{"./lane", []string{"golang.org/x/sys/unix", "github.com/vishvananda/netlink", "github.com/cilium/ebpf", "github.com/lanes-qos/lanes/internal/cgroup"}},
+	ruled := map[string]bool{}
+	for _, r := range depRules {
+		ruled[r.pkg] = true
 	}
-	for _, r := range rules {
-		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", r.pkg).Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", r.pkg, err)
+	out, err := exec.Command("go", "list", "-f", "{{.Name}} {{.ImportPath}}", "./cmd/...").Output()
+	if err != nil {
+		t.Fatalf("go list ./cmd/...: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, path, _ := strings.Cut(line, " ")
+		if rel := "./" + strings.TrimPrefix(path, mod); name == "main" && !ruled[rel] {
+			t.Errorf("binary %s has no dependency rule: add one to depRules", rel)
 		}
-		dec := json.NewDecoder(strings.NewReader(string(out)))
-		deps := map[string]bool{}
-		for dec.More() {
-			var p struct{ ImportPath string }
-			if err := dec.Decode(&p); err != nil {
-				t.Fatal(err)
-			}
-			deps[p.ImportPath] = true
-		}
+	}
+	for _, r := range depRules {
+		imports := depGraph(t, r.pkg)
 		for _, f := range r.forbidden {
-			if deps[f] {
-				t.Errorf("%s depends on %s", r.pkg, f)
+			if _, ok := imports[f.path]; ok {
+				t.Errorf("%s links %s (via %s): %s", r.pkg, f.path, strings.Join(importChain(imports, r.pkg, f.path), " -> "), f.why)
+			}
+		}
+		if r.links == nil {
+			continue
+		}
+		listed := map[string]bool{}
+		for _, f := range r.forbidden {
+			listed[f.path] = true // reported above
+		}
+		for _, l := range r.links {
+			listed[l.path] = true
+		}
+		for p := range imports {
+			if strings.HasPrefix(p, mod) && !listed[p] && "./"+strings.TrimPrefix(p, mod) != r.pkg {
+				t.Errorf("%s links %s (via %s), which its rule does not list: add it with the reason, or cut the import", r.pkg, p, strings.Join(importChain(imports, r.pkg, p), " -> "))
 			}
 		}
 	}
+}
+
+// depGraph returns every package pkg links, with its imports.
+func depGraph(t *testing.T, pkg string) map[string][]string {
+	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Imports", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	g := map[string][]string{}
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		g[p.ImportPath] = p.Imports
+	}
+	return g
+}
+
+// importChain returns a shortest chain of imports from pkg to target.
+func importChain(g map[string][]string, pkg, target string) []string {
+	start := mod + strings.TrimPrefix(pkg, "./")
+	prev := map[string]string{start: ""}
+	queue := []string{start}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == target {
+			var chain []string
+			for ; p != ""; p = prev[p] {
+				chain = append([]string{strings.TrimPrefix(p, mod)}, chain...)
+			}
+			return chain
+		}
+		for _, q := range g[p] {
+			if _, seen := prev[q]; !seen {
+				prev[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	return []string{"?"}
 }

@@ -17,16 +17,14 @@ import (
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/paths"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/state"
 )
 
-// DefaultConfigPath is read when no --config is given and the file exists.
-const DefaultConfigPath = "/etc/lanes/lanes.toml"
-
 // Options are lanesd's process-global settings (its flags).
 type Options struct {
-	// ConfigPath is the config file; "" means DefaultConfigPath if it
+	// ConfigPath is the config file; "" means paths.ConfigFile if it
 	// exists, else the embedded defaults.
 	ConfigPath string
 	Socket     string // overrides the config's daemon.socket
@@ -59,36 +57,19 @@ type Daemon struct {
 	socketPath string
 }
 
-// LoadConfig returns the config at path, or DefaultConfigPath if path is
-// empty and that file exists, or the embedded defaults. It also returns the
-// path actually read ("" for the defaults).
-func LoadConfig(path string) (*lane.Config, string, error) {
-	if path == "" {
-		if _, err := os.Stat(DefaultConfigPath); err != nil {
-			return lane.Default(), "", nil
-		}
-		path = DefaultConfigPath
-	}
-	cfg, err := lane.Load(path)
-	if err != nil {
-		return nil, path, err
-	}
-	return cfg, path, nil
-}
-
 func (o Options) paths(cfg *lane.Config) (socket, stateDir string) {
 	socket, stateDir = o.Socket, o.StateDir
 	if socket == "" {
 		socket = cfg.Daemon.Socket
 	}
 	if socket == "" {
-		socket = api.DefaultSocket
+		socket = paths.Socket
 	}
 	if stateDir == "" {
 		stateDir = cfg.Daemon.StateDir
 	}
 	if stateDir == "" {
-		stateDir = "/var/lib/lanes"
+		stateDir = paths.StateDir
 	}
 	return socket, stateDir
 }
@@ -103,7 +84,7 @@ func Run(ctx context.Context, opts Options) error {
 	if os.Geteuid() != 0 {
 		return errors.New("lanesd must run as root (it changes cgroups, I/O priorities and qdiscs)")
 	}
-	cfg, cfgPath, err := LoadConfig(opts.ConfigPath)
+	cfg, cfgPath, err := paths.LoadConfig(opts.ConfigPath)
 	if err != nil {
 		return fmt.Errorf("load config: %w", err)
 	}
@@ -309,7 +290,7 @@ func (d *Daemon) reload() (*lane.Config, error) {
 	var cfg *lane.Config
 	var err error
 	if path == "" {
-		cfg, path, err = LoadConfig("")
+		cfg, path, err = paths.LoadConfig("")
 	} else {
 		cfg, err = lane.Load(path)
 	}
@@ -391,7 +372,7 @@ func Cleanup(opts Options) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	cfg, _, err := LoadConfig(opts.ConfigPath)
+	cfg, _, err := paths.LoadConfig(opts.ConfigPath)
 	if err != nil {
 		cfg = lane.Default()
 	}

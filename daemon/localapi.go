@@ -12,7 +12,6 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/api/peercred"
@@ -389,15 +388,7 @@ func wireMechanisms(ms []features.Mechanism) []api.Mechanism {
 }
 
 func (d *Daemon) serveDoctor(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
-	return api.DoctorResponse{Kernel: kernelRelease(), Mechanisms: d.mechanisms()}, nil
-}
-
-func kernelRelease() string {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
+	return api.DoctorResponse{Kernel: features.KernelRelease(), Mechanisms: d.mechanisms()}, nil
 }
 
 func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.Error) {

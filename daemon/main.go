@@ -8,6 +8,8 @@ import (
 	"log"
 	"os"
 	"runtime/pprof"
+
+	"github.com/lanes-qos/lanes/internal/paths"
 )
 
 // Main is lanesd's command line: it parses args (without the program
@@ -17,9 +19,9 @@ func Main(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var opts Options
 	cleanup := fs.Bool("cleanup", false, "remove what a crashed lanesd left (cgroups, moved processes) and exit")
-	fs.StringVar(&opts.ConfigPath, "config", "", "config file (default "+DefaultConfigPath+" if it exists, else the embedded defaults)")
-	fs.StringVar(&opts.Socket, "socket", "", "local API socket (default: the config's daemon.socket, /run/lanes/lanes.sock)")
-	fs.StringVar(&opts.StateDir, "state-dir", "", "state directory (default: the config's daemon.state_dir, /var/lib/lanes)")
+	fs.StringVar(&opts.ConfigPath, "config", "", "config file (default "+paths.ConfigFile+" if it exists, else the embedded defaults)")
+	fs.StringVar(&opts.Socket, "socket", "", "local API socket (default: the config's daemon.socket, "+paths.Socket+")")
+	fs.StringVar(&opts.StateDir, "state-dir", "", "state directory (default: the config's daemon.state_dir, "+paths.StateDir+")")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until lanesd stops")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: lanesd [flags]

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-qos/lanes/cmd/lanes/cli"
 	"github.com/lanes-qos/lanes/daemon"
-	"github.com/lanes-qos/lanes/internal/cli"
 )
 
 // roleEnv makes the test binary act as lanes or lanesd.

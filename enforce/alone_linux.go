@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanes-qos/lanes/disk"
 	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/paths"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/state"
 )
@@ -27,7 +28,7 @@ type Alone struct {
 }
 
 // RunDir holds the state of daemon-less runs (tmpfs on most hosts).
-const RunDir = "/run/lanes"
+const RunDir = paths.RunDir
 
 // StartAlone starts cmd in lane l. Processes the command forks stay in the
 // lane; ones that outlive it are moved back to where `lanes run` was.

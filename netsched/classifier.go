@@ -1,8 +1,9 @@
 package netsched
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/lanes-qos/lanes/internal/netprobe"
 )
 
 // Classifier chooses how an Enforcer puts packets in lanes.
@@ -47,7 +48,7 @@ func WithClassifier(c Classifier) Option { return func(o *options) { o.classifie
 
 // ErrU32Forced is why BPF classification is off under
 // WithClassifier(ClassifyU32).
-var ErrU32Forced = errors.New("BPF classification turned off: u32 port rules forced (classifier u32)")
+var ErrU32Forced = netprobe.ErrU32Forced
 
 // forced returns ErrU32Forced when c rules BPF out.
 func (c Classifier) forced() error {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/lanes-qos/lanes/internal/netprobe"
 )
 
 // Cleanup removes what a crashed run of lanes left in the network namespace
@@ -76,24 +78,7 @@ func hasLanesFilters(e *Enforcer, l netlink.Link) bool {
 
 // DefaultRouteInterface returns the interface of the IPv4 default route, or
 // of the IPv6 one when there is no IPv4 default route.
-func DefaultRouteInterface() (string, error) {
-	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		routes, err := netlink.RouteList(nil, family)
-		if err != nil {
-			return "", fmt.Errorf("list routes: %w", err)
-		}
-		for _, r := range routes {
-			if (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.LinkIndex > 0 {
-				l, err := netlink.LinkByIndex(r.LinkIndex)
-				if err != nil {
-					return "", fmt.Errorf("link of default route: %w", err)
-				}
-				return l.Attrs().Name, nil
-			}
-		}
-	}
-	return "", errors.New("no default route")
-}
+func DefaultRouteInterface() (string, error) { return netprobe.DefaultRouteInterface() }
 
 func linkName(e *Enforcer, index int) string {
 	if l, err := e.h.LinkByIndex(index); err == nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -29,7 +28,7 @@ type Enforcer struct {
 	ns   netns.NsHandle // -1: the caller's namespace
 
 	leaf    LeafKind
-	leafWhy string
+	fqErr   error // why fq_codel leaves are not used
 	htbErr  error
 	clsErr  error // why the BPF classifier is unavailable, nil if it is
 	ingErr  error // why download shaping is unavailable, nil if it is
@@ -121,22 +120,12 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		e.Close()
 		return nil, fmt.Errorf("network enforcement: %w", e.htbErr)
 	}
-	switch err := netprobe.HaveQdisc("fq_codel"); {
-	case err == nil:
-		e.leaf, e.leafWhy = LeafFqCodel, "fq_codel present"
-	default:
-		e.leaf, e.leafWhy = LeafHeadDrop, fmt.Sprintf("fq_codel unavailable (%v); head-drop packet FIFO sized to each lane's target delay", err)
+	e.leaf, e.fqErr = LeafFqCodel, netprobe.HaveQdisc("fq_codel")
+	if e.fqErr != nil {
+		e.leaf = LeafHeadDrop
 	}
 
-	e.clsErr = firstErr(
-		o.classifier.forced(),
-		netprobe.HaveQdisc("clsact"),
-		netprobe.HaveBPFProgramType(ebpf.CGroupSock),
-		netprobe.HaveBPFProgramType(ebpf.SchedCLS),
-		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkbAncestorCgroupId),
-		netprobe.HaveBPFHelper(ebpf.CGroupSock, asm.FnGetCurrentAncestorCgroupId),
-		netprobe.HaveBPFHelper(ebpf.CGroupSock, asm.FnSkStorageGet),
-	)
+	e.clsErr = firstErr(o.classifier.forced(), netprobe.HaveClassifierBPF())
 	if e.clsErr == nil {
 		var objs lanesbpf.LanesObjects
 		if err := lanesbpf.LoadLanesObjects(&objs, nil); err != nil {
@@ -149,14 +138,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 	if e.objs != nil {
 		e.idleErr = firstErr(netprobe.HaveQdisc("tbf"), e.mapGates())
 	}
-	e.ingErr = firstErr(
-		e.clsErr,
-		netprobe.HaveIFB(),
-		netprobe.HaveMirredRedirect(),
-		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupTcp),
-		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkLookupUdp),
-		netprobe.HaveBPFHelper(ebpf.SchedCLS, asm.FnSkStorageGet),
-	)
+	e.ingErr = firstErr(e.clsErr, netprobe.HaveIngressBPF())
 	e.rxErr = e.ingErr
 	e.initPortRules()
 	return e, nil
@@ -176,43 +158,20 @@ func firstErr(errs ...error) error {
 func (e *Enforcer) Leaf() LeafKind { return e.leaf }
 
 // Mechanisms says, for `lanes doctor`, which backend each network
-// mechanism uses on this host and why.
+// mechanism uses on this host and why (the lines are netprobe.Net's, with
+// the shaped links and the root trees lanes kept or replaced).
 func (e *Enforcer) Mechanisms() []features.Mechanism {
-	ms := []features.Mechanism{{
-		Resource:  "net scheduling",
-		Backend:   "HTB, one class per lane, leaf " + string(e.leaf),
-		Preferred: e.leaf == LeafFqCodel,
-		Reason:    e.leafWhy,
-		OK:        e.htbErr == nil,
-	}}
-	if e.clsErr == nil {
-		ms = append(ms, features.Mechanism{Resource: "net classification", Backend: "BPF cgroup sock_create priority + tc clsact egress classifier by socket cgroup", Preferred: true, Reason: "probed: cgroup sock programs, clsact, bpf_skb_ancestor_cgroup_id", OK: true})
-	} else {
-		ms = append(ms, e.classificationByPorts())
-	}
+	n := netprobe.Net{HTB: e.htbErr, FqCodel: e.fqErr, Classifier: e.clsErr, Ingress: e.ingErr, Idle: e.idleErr, Loaded: true}
 	if e.ports.ingress {
-		ms = append(ms, e.ingressByPorts())
-	} else if e.ingErr == nil {
-		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "IFB + HTB (u32 + mirred redirect), lane from the local socket (bpf_sk_lookup)", Preferred: true, Reason: "probed: ifb, u32 + mirred, bpf_sk_lookup_tcp/udp and bpf_sk_storage_get in tc", OK: true})
-	} else {
-		ms = append(ms, features.Mechanism{Resource: "net ingress", Backend: "none: downloads are not shaped", Reason: e.ingErr.Error()})
+		n.Ingress = e.ports.ingWhy
+	} else if e.ingErr != nil {
+		n.IngressPorts = e.ingErr
 	}
-	if e.rxErr == nil {
-		ms = append(ms, features.Mechanism{Resource: "net receive window", Backend: "tc egress lowers the window a shaped download's ACKs advertise to gain x lane ceiling x RTT", Preferred: true, Reason: "needs what download shaping needs (tc BPF with socket lookup and storage)", OK: true})
-	} else {
-		ms = append(ms, features.Mechanism{Resource: "net receive window", Backend: "none: download senders may queue at the bottleneck before the IFB", Reason: e.rxErr.Error()})
-	}
-	if e.idleErr == nil {
-		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "tbf hold + daemon (BPF wake-up)", Preferred: true, Reason: "probed: tbf, BPF ring buffer and mmapable array, compare-and-swap in tc programs; the kernel has no preemption-interval qdisc, so the daemon holds and releases a TBF leaf per background lane", OK: true})
-	} else {
-		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "none: background lanes are only lowest-priority HTB classes (preemption interval 0)", Reason: e.idleErr.Error()})
-	}
+	var ifaces []features.Mechanism
 	for _, f := range e.Links() {
-		ms = append(ms, f.Mechanism())
+		ifaces = append(ifaces, f.Mechanism())
 	}
-	ms = append(ms, e.rootMechanisms()...)
-	ms = append(ms, features.Mechanism{Resource: "net background transport", Backend: "lowest HTB priority, borrows only idle capacity", Reason: "scavenger congestion control (struct_ops) not implemented yet", OK: true})
-	return ms
+	return n.Mechanisms(append(ifaces, e.rootMechanisms()...)...)
 }
 
 // Close detaches the sock_create programs and releases the programs and

@@ -92,9 +92,6 @@ func RestoreSizes(logf func(string, ...any), iface string, orig SegmentSizes, op
 	return errUnsupported
 }
 
-// DefaultRouteFacts is unsupported.
-func DefaultRouteFacts() (LinkFacts, error) { return LinkFacts{}, errUnsupported }
-
 // OriginalTree reports none off Linux.
 func (e *Enforcer) OriginalTree(iface string) (*TreeSnapshot, bool) { return nil, false }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/netprobe"
 	"github.com/lanes-qos/lanes/lane"
 )
 
@@ -117,23 +118,13 @@ func (f LinkFacts) warnings(mtu int, rate uint64, ingress bool) []string {
 
 // Mechanism is the facts as a line of `lanes doctor`.
 func (f LinkFacts) Mechanism() features.Mechanism {
-	on := func(b bool) string {
-		if b {
-			return "on"
-		}
-		return "off"
-	}
-	backend := fmt.Sprintf("TSO %s, GSO %s, GRO %s", on(f.TSO), on(f.GSO), on(f.GRO))
-	if f.LRO {
-		backend += ", LRO on"
-	}
-	backend += fmt.Sprintf("; gso_max_size %d, gro_max_size %d", max(f.Sizes.GSO, f.Sizes.GSOIPv4), max(f.Sizes.GRO, f.Sizes.GROIPv4))
+	l := netprobe.Link{Iface: f.Iface, TSO: f.TSO, GSO: f.GSO, GRO: f.GRO, LRO: f.LRO, CongestionControl: f.CongestionControl,
+		GSOMax: f.Sizes.GSO, GSOIPv4Max: f.Sizes.GSOIPv4, GROMax: f.Sizes.GRO, GROIPv4Max: f.Sizes.GROIPv4}
+	bounded := ""
 	if f.Bounded && f.Orig != nil {
-		backend += fmt.Sprintf(" (bounded by lanes; %d and %d before)", max(f.Orig.GSO, f.Orig.GSOIPv4), max(f.Orig.GRO, f.Orig.GROIPv4))
+		bounded = fmt.Sprintf("(bounded by lanes; %d and %d before)", max(f.Orig.GSO, f.Orig.GSOIPv4), max(f.Orig.GRO, f.Orig.GROIPv4))
 	}
-	if f.CongestionControl != "" {
-		backend += "; default congestion control " + f.CongestionControl
-	}
+	backend := l.Backend(bounded)
 	reason := "segment sizes fit the shaped rate"
 	switch {
 	case f.Rate == 0:

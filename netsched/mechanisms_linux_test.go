@@ -1,10 +1,11 @@
 package netsched
 
 import (
-	"github.com/lanes-qos/lanes/internal/netprobe"
+	"strings"
 	"testing"
 
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/netprobe"
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
@@ -43,5 +44,37 @@ func TestMechanismsMatchProbes(t *testing.T) {
 		if !tt.ok {
 			t.Errorf("%s: %+v", tt.name, ms)
 		}
+	}
+}
+
+// `lanes doctor` without a daemon (netprobe.Probe, no lanes program
+// loaded) reports the backends an Enforcer chooses on this kernel.
+func TestDaemonlessProbeMatchesEnforcer(t *testing.T) {
+	testutil.RequireRoot(t)
+	e, err := New(t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	got := map[string]features.Mechanism{}
+	for _, m := range netprobe.Probe().Mechanisms() {
+		got[m.Resource] = m
+	}
+	for _, want := range e.Mechanisms() {
+		if strings.HasPrefix(want.Resource, "net link ") || strings.HasPrefix(want.Resource, "net root qdisc ") {
+			continue // the interfaces lanes shapes: lanesd's alone
+		}
+		g, ok := got[want.Resource]
+		switch {
+		case !ok:
+			t.Errorf("%s: missing from the daemon-less probe", want.Resource)
+		case g.Backend != want.Backend || g.OK != want.OK || g.Preferred != want.Preferred:
+			t.Errorf("%s: daemon-less probe says %q (ok %v, preferred %v), the enforcer %q (ok %v, preferred %v)",
+				want.Resource, g.Backend, g.OK, g.Preferred, want.Backend, want.OK, want.Preferred)
+		}
+		delete(got, want.Resource)
+	}
+	for r := range got {
+		t.Errorf("%s: reported by the daemon-less probe only", r)
 	}
 }

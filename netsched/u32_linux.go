@@ -53,39 +53,11 @@ func (e *Enforcer) initPortRules() {
 	if e.ingErr == nil {
 		return
 	}
-	if err := firstErr(netprobe.HaveQdisc("clsact"), netprobe.HaveIFB(), netprobe.HaveMirredRedirect()); err != nil {
+	if err := netprobe.HaveIngressPorts(); err != nil {
 		e.ingErr = err
 		return
 	}
 	e.ports.ingress, e.ports.ingWhy, e.ingErr = true, e.ingErr, nil
-}
-
-// classificationByPorts and ingressByPorts report the port rules for
-// `lanes doctor`.
-func (e *Enforcer) classificationByPorts() features.Mechanism {
-	return features.Mechanism{
-		Resource: "net classification",
-		Backend:  "u32 port rules: tc u32 filters on the HTB root put TCP/UDP packets from or to a lane's net.ports in that lane; the rest in the default lane",
-		Reason:   bpfWhy("BPF classification", e.clsErr),
-		OK:       true,
-	}
-}
-
-func (e *Enforcer) ingressByPorts() features.Mechanism {
-	return features.Mechanism{
-		Resource: "net ingress",
-		Backend:  "IFB + HTB (u32 + mirred redirect), lane from u32 port rules on the IFB",
-		Reason:   bpfWhy("BPF ingress classification", e.ports.ingWhy),
-		OK:       true,
-	}
-}
-
-// bpfWhy says why the BPF mechanism what is not used.
-func bpfWhy(what string, err error) string {
-	if errors.Is(err, ErrU32Forced) {
-		return err.Error()
-	}
-	return fmt.Sprintf("%s unavailable: %v", what, err)
 }
 
 // syncPortFilters makes the port-rule filters on dev's root match p: it

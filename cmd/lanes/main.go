@@ -7,15 +7,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lanes-qos/lanes/internal/cli"
-	"github.com/lanes-qos/lanes/internal/cli/benchcmd"
+	"github.com/lanes-qos/lanes/cmd/lanes/benchcmd"
+	"github.com/lanes-qos/lanes/cmd/lanes/cli"
 	"github.com/lanes-qos/lanes/internal/features"
-	"github.com/lanes-qos/lanes/netsched"
+	"github.com/lanes-qos/lanes/internal/netprobe"
 )
 
 func main() {
 	os.Exit(cli.Run(os.Args[1:], cli.Options{
 		Extra:       []*cobra.Command{benchcmd.New()},
-		LocalProbes: []func() ([]features.Mechanism, error){netsched.Probe},
+		LocalProbes: []func() ([]features.Mechanism, error){netprobe.Doctor},
 	}))
 }

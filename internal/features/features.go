@@ -3,6 +3,8 @@ package features
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 )
 
@@ -94,4 +96,15 @@ func (s *ProbeSet) Get(name string, fn func() error) *Probe {
 		s.m[name] = p
 	}
 	return p
+}
+
+// KernelRelease is the running kernel's release (uname -r), or "unknown":
+// the first line of `lanes doctor`. Only the doctor reads it; mechanisms
+// are chosen by probing, never by version.
+func KernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -147,6 +147,23 @@ func HaveBPFProgramType(pt ebpf.ProgramType) error {
 	}).Result()
 }
 
+// HaveBPFMapType says whether maps of type mt can be created.
+func HaveBPFMapType(mt ebpf.MapType) error {
+	name := fmt.Sprintf("bpf map type %v", mt)
+	return bpfHelperProbes.Get(name, func() error {
+		return bpfAnswer(name, ebpffeatures.HaveMapType(mt))
+	}).Result()
+}
+
+// HaveBPFMmapableArray says whether an array map can be mapped into user
+// space (BPF_F_MMAPABLE).
+func HaveBPFMmapableArray() error {
+	const name = "bpf mmapable array"
+	return bpfHelperProbes.Get(name, func() error {
+		return bpfAnswer(name, ebpffeatures.HaveMapFlag(ebpffeatures.BPF_F_MMAPABLE))
+	}).Result()
+}
+
 // bpfAnswer turns cilium/ebpf's "not supported" into ours.
 func bpfAnswer(name string, err error) error {
 	if errors.Is(err, ebpf.ErrNotSupported) {

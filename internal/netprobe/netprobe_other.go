@@ -29,3 +29,15 @@ func HaveBPFHelper(pt ebpf.ProgramType, fn asm.BuiltinFunc) error {
 func HaveBPFProgramType(pt ebpf.ProgramType) error {
 	return features.Missing("bpf program type "+pt.String(), "Linux", nil)
 }
+
+// HaveBPFMapType says whether maps of type mt can be created.
+func HaveBPFMapType(mt ebpf.MapType) error {
+	return features.Missing("bpf map type "+mt.String(), "Linux", nil)
+}
+
+// HaveBPFMmapableArray says whether an array map can be mapped into user
+// space.
+func HaveBPFMmapableArray() error { return features.Missing("bpf mmapable array", "Linux", nil) }
+
+// DefaultRouteLink is unsupported off Linux.
+func DefaultRouteLink() (Link, error) { return Link{}, features.Missing("network links", "Linux", nil) }

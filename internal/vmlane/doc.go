@@ -1,8 +1,9 @@
 // Package vmlane is lanes' kernel matrix: it runs the project's privileged
 // test binaries on this machine's kernel and inside QEMU guests booting
 // stock Debian kernels (bookworm 6.1, a 7.x from trixie-backports or sid),
-// and reports pass/fail/skip per test per kernel. Only cmd/lanes-vmlane and
-// its own tests import it; nothing in the daemon or the CLI may.
+// and reports pass/fail/skip per test per kernel. Only cmd/lanes-vmlane (its
+// command line is cmd/lanes-vmlane/cli) and its own tests import it;
+// nothing in the daemon or the CLI may.
 //
 // For each kernel it resolves the package the Debian mirror carries today
 // (private apt state, never installed), downloads and unpacks it into a

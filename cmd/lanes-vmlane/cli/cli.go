@@ -1,4 +1,4 @@
-package vmlane
+package cli
 
 import (
 	"context"
@@ -10,14 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/lanes-qos/lanes/internal/vmlane"
 )
-
-// selfRel is this package: its own tests boot VMs and are never run
-// inside one.
-const selfRel = "internal/vmlane"
-
-// InstallPackages are the Debian packages the lane needs on the host.
-var InstallPackages = []string{"qemu-system-x86", "busybox-static", "iproute2", "xz-utils", "zstd"}
 
 // Main is the lanes-vmlane command: it parses args, runs the matrix and
 // returns the exit status (0 when every kernel passed).
@@ -29,7 +24,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 600*time.Second, "limit for each kernel's test run (QEMU is killed after it)")
 	pkgs := fs.String("pkgs", "./...", "comma-separated package patterns")
 	all := fs.Bool("all", false, "run every package with tests, not only those whose tests use internal/testutil")
-	install := fs.Bool("install", false, "apt-get install what the lane needs ("+strings.Join(InstallPackages, " ")+") first")
+	install := fs.Bool("install", false, "apt-get install what the lane needs ("+strings.Join(vmlane.InstallPackages, " ")+") first")
 	report := fs.String("report", "", "write the matrix as Markdown to this file")
 	console := fs.Bool("console", false, "echo each guest's console to stderr as it runs")
 	run := fs.String("run", "", "only tests matching this regexp (-test.run)")
@@ -43,7 +38,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vmlane %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
 	}
 	if *install {
-		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"install", "-y", "--no-install-recommends"}, InstallPackages...)...)
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"install", "-y", "--no-install-recommends"}, vmlane.InstallPackages...)...)
 		cmd.Stdout, cmd.Stderr = stderr, stderr
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if err := cmd.Run(); err != nil {
@@ -54,7 +49,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *kernels == "" {
 		return 0 // --install --kernels= only installs
 	}
-	root, err := moduleRoot(ctx)
+	root, err := vmlane.ModuleRoot(ctx)
 	if err != nil {
 		logf("%v", err)
 		return 1
@@ -65,14 +60,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	t := time.Now()
-	listed, err := ListPackages(ctx, root, strings.Split(*pkgs, ","))
+	listed, err := vmlane.ListPackages(ctx, root, strings.Split(*pkgs, ","))
 	if err != nil {
 		logf("%v", err)
 		return 1
 	}
-	var chosen []Package
+	var chosen []vmlane.Package
 	for _, p := range listed {
-		if p.Rel != selfRel && (*all || p.Privileged) {
+		if p.Rel != vmlane.SelfRel && (*all || p.Privileged) {
 			chosen = append(chosen, p)
 		}
 	}
@@ -86,12 +81,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer os.RemoveAll(binDir)
-	bins, failed, err := BuildTests(ctx, root, chosen, binDir)
+	bins, failed, err := vmlane.BuildTests(ctx, root, chosen, binDir)
 	if err != nil {
 		logf("%v", err)
 		return 1
 	}
-	lanes, err := BuildLanes(ctx, root, binDir)
+	lanes, err := vmlane.BuildLanes(ctx, root, binDir)
 	if err != nil {
 		logf("lanes doctor skipped: %v", err)
 	}
@@ -99,8 +94,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, b := range bins {
 		logf("  %s", b.Package)
 	}
-	tools := append([]string{}, DefaultTools...)
-	for _, tool := range OptionalTools {
+	tools := append([]string{}, vmlane.DefaultTools...)
+	for _, tool := range vmlane.OptionalTools {
 		if _, err := exec.LookPath(tool); err == nil {
 			tools = append(tools, tool)
 		}
@@ -113,12 +108,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *run != "" {
 		testArgs = append(testArgs, "-test.run="+*run)
 	}
-	o := Options{
+	o := vmlane.Options{
 		Kernels: strings.Split(*kernels, ","), Cache: cacheDir, Root: root,
-		Binaries: bins, Build: failed, Lanes: lanes, Mirrors: SystemMirrors("/etc/apt"),
-		QEMU:     QEMU{Binary: "qemu-system-x86_64", MemMB: *mem, CPUs: 2, Timeout: *timeout},
+		Binaries: bins, Build: failed, Lanes: lanes, Mirrors: vmlane.SystemMirrors("/etc/apt"),
+		QEMU:     vmlane.QEMU{Binary: "qemu-system-x86_64", MemMB: *mem, CPUs: 2, Timeout: *timeout},
 		Parallel: *parallel, ConsoleDir: filepath.Join(cacheDir, "work"),
-		Modules: DefaultModules, Tools: tools, Busybox: busybox, TestArgs: testArgs, Logf: logf,
+		Modules: vmlane.DefaultModules, Tools: tools, Busybox: busybox, TestArgs: testArgs, Logf: logf,
 	}
 	if *console {
 		o.Console = stderr
@@ -130,11 +125,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			o.HostDirs = append(o.HostDirs, d)
 		}
 	}
-	runs := Run(ctx, o)
-	WriteText(stdout, runs)
+	runs := vmlane.Run(ctx, o)
+	vmlane.WriteText(stdout, runs)
 	if *report != "" {
 		var b strings.Builder
-		WriteMarkdown(&b, runs)
+		vmlane.WriteMarkdown(&b, runs)
 		if err := os.WriteFile(*report, []byte(b.String()), 0o644); err != nil {
 			logf("report: %v", err)
 			return 1
@@ -146,16 +141,4 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
-}
-
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := goCmd(ctx, "", nil, "env", "GOMOD")
-	if err != nil {
-		return "", err
-	}
-	gomod := strings.TrimSpace(out)
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("not inside a Go module: run lanes-vmlane from the lanes repository")
-	}
-	return filepath.Dir(gomod), nil
 }

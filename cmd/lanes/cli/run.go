@@ -14,7 +14,7 @@ import (
 
 	"github.com/lanes-qos/lanes/api/client"
 	"github.com/lanes-qos/lanes/enforce"
-	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/internal/paths"
 )
 
 // Exit statuses of `lanes run` when the command did not run, as env(1) and
@@ -36,7 +36,7 @@ does.
 
 With lanesd running, lanes run asks it to put this process into the lane and
 then becomes the command (exec). Without a daemon it needs root: it creates a
-private group with the lane's settings from --config (or /etc/lanes/lanes.toml,
+private group with the lane's settings from --config (or ` + paths.ConfigFile + `,
 or the embedded defaults), runs the command inside, and removes everything it
 created when the command exits.
 
@@ -64,27 +64,13 @@ could not be executed, 127 the command was not found.`,
 		},
 	}
 	cmd.Flags().StringVarP(&laneName, "lane", "l", "", "lane to run the command in (required)")
-	cmd.Flags().StringVar(&configPath, "config", "", "config file for daemon-less runs (default /etc/lanes/lanes.toml if it exists, else the embedded defaults)")
+	cmd.Flags().StringVar(&configPath, "config", "", "config file for daemon-less runs (default "+paths.ConfigFile+" if it exists, else the embedded defaults)")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
 }
 
-// loadConfig reads path, or /etc/lanes/lanes.toml if it exists, or the
-// embedded defaults.
-func loadConfig(path string) (*lane.Config, error) {
-	if path == "" {
-		if _, err := os.Stat(defaultConfigPath); err != nil {
-			return lane.Default(), nil
-		}
-		path = defaultConfigPath
-	}
-	return lane.Load(path)
-}
-
-const defaultConfigPath = "/etc/lanes/lanes.toml"
-
 func runAlone(laneName, configPath, path string, args []string) error {
-	cfg, err := loadConfig(configPath)
+	cfg, _, err := paths.LoadConfig(configPath)
 	if err != nil {
 		return &ExitError{Code: exitRunFailed, Err: fmt.Errorf("run: %w", err)}
 	}

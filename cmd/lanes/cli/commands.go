@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/enforce"
+	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/lane"
 )
 
@@ -293,7 +293,7 @@ Asks lanesd when it runs; otherwise probes this host itself (read-only).`,
 				for _, m := range local {
 					mechs = append(mechs, api.Mechanism(m))
 				}
-				kernel, source = kernelRelease(), "local probe (no daemon running)"
+				kernel, source = features.KernelRelease(), "local probe (no daemon running)"
 			}
 			if g.json {
 				return printJSON(api.DoctorResponse{Kernel: kernel, Mechanisms: mechs})
@@ -321,14 +321,6 @@ Asks lanesd when it runs; otherwise probes this host itself (read-only).`,
 	}
 	addJSON(cmd, g)
 	return cmd
-}
-
-func kernelRelease() string {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func newConfigCmd(g *globals) *cobra.Command {

@@ -172,13 +172,16 @@ type NetLink struct {
 	// GSOMaxSize and GROMaxSize are the largest packets the stack hands
 	// the shaper now; OrigGSOMaxSize and OrigGROMaxSize what they were
 	// before lanes bounded them (0: not bounded).
-	GSOMaxSize        uint32   `json:"gso_max_size"`
-	GROMaxSize        uint32   `json:"gro_max_size"`
-	OrigGSOMaxSize    uint32   `json:"orig_gso_max_size,omitempty"`
-	OrigGROMaxSize    uint32   `json:"orig_gro_max_size,omitempty"`
-	CongestionControl string   `json:"congestion_control"`
-	Warnings          []string `json:"warnings,omitempty"`
-	Error             string   `json:"error,omitempty"`
+	GSOMaxSize        uint32 `json:"gso_max_size"`
+	GROMaxSize        uint32 `json:"gro_max_size"`
+	OrigGSOMaxSize    uint32 `json:"orig_gso_max_size,omitempty"`
+	OrigGROMaxSize    uint32 `json:"orig_gro_max_size,omitempty"`
+	CongestionControl string `json:"congestion_control"`
+	// ReceiveWindow is the gain bounding each shaped download's receive
+	// window (x lane ceiling x RTT; net.receive_window), 0: not bounded.
+	ReceiveWindow float64  `json:"receive_window,omitempty"`
+	Warnings      []string `json:"warnings,omitempty"`
+	Error         string   `json:"error,omitempty"`
 }
 
 // IdleGate is the state of idletime scheduling on one resource: the

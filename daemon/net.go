@@ -94,7 +94,7 @@ func (d *Daemon) netLinks() []api.NetLink {
 	for _, f := range d.net.e.Links() {
 		l := api.NetLink{Iface: f.Iface, TSO: f.TSO, GSO: f.GSO, GRO: f.GRO, LRO: f.LRO,
 			GSOMaxSize: max(f.Sizes.GSO, f.Sizes.GSOIPv4), GROMaxSize: max(f.Sizes.GRO, f.Sizes.GROIPv4),
-			CongestionControl: f.CongestionControl, Warnings: f.Warnings, Error: f.Err}
+			CongestionControl: f.CongestionControl, ReceiveWindow: f.RxWindow, Warnings: f.Warnings, Error: f.Err}
 		if f.Orig != nil {
 			l.OrigGSOMaxSize, l.OrigGROMaxSize = max(f.Orig.GSO, f.Orig.GSOIPv4), max(f.Orig.GRO, f.Orig.GROIPv4)
 		}

@@ -74,7 +74,10 @@ type LinkFacts struct {
 	Orig              *SegmentSizes `json:"orig,omitempty"`
 	CongestionControl string        `json:"congestion_control"`
 	// Rate is the rate lanes shapes the device at (bits/s; 0: not shaped).
-	Rate     uint64   `json:"rate,omitempty"`
+	Rate uint64 `json:"rate,omitempty"`
+	// RxWindow is the receive-window gain lanes bounds the device's
+	// downloads with (net.receive_window; 0: not bounded).
+	RxWindow float64  `json:"rx_window,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 	// Err says what could not be read (the rest is what could).
 	Err string `json:"error,omitempty"`

@@ -48,6 +48,9 @@ func (e *Enforcer) Links() []LinkFacts {
 		if st.sizeErr != nil {
 			f.Warnings = append(f.Warnings, "lanes could not bound the segment sizes: "+st.sizeErr.Error())
 		}
+		if st.plan.Ingress && e.rxErr == nil && !e.ports.ingress {
+			f.RxWindow = st.plan.RxWindow
+		}
 		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b LinkFacts) int { return strings.Compare(a.Iface, b.Iface) })

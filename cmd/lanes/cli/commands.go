@@ -217,14 +217,18 @@ func printLinks(links []api.NetLink) {
 		return fmt.Sprint(now)
 	}
 	w := table()
-	fmt.Fprintln(w, "LINK\tTSO\tGSO\tGRO\tGSO MAX\tGRO MAX\tCONGESTION CONTROL")
+	fmt.Fprintln(w, "LINK\tTSO\tGSO\tGRO\tGSO MAX\tGRO MAX\tCONGESTION CONTROL\tDOWNLOAD WINDOW")
 	for _, l := range links {
 		gro := onOff(l.GRO)
 		if l.LRO {
 			gro += " (LRO on)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Iface, onOff(l.TSO), onOff(l.GSO), gro,
-			size(l.GSOMaxSize, l.OrigGSOMaxSize), size(l.GROMaxSize, l.OrigGROMaxSize), l.CongestionControl)
+		win := "not bounded"
+		if l.ReceiveWindow > 0 {
+			win = fmt.Sprintf("<= %g x ceiling x RTT", l.ReceiveWindow)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Iface, onOff(l.TSO), onOff(l.GSO), gro,
+			size(l.GSOMaxSize, l.OrigGSOMaxSize), size(l.GROMaxSize, l.OrigGROMaxSize), l.CongestionControl, win)
 	}
 	w.Flush()
 	for _, l := range links {

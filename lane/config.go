@@ -561,6 +561,9 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 		if n.Borrow != nil {
 			l.Net.Borrow = *n.Borrow
 		}
+		if rateOK && ceilOK && l.Net.Rate != 0 && l.Net.Ceil > l.Net.Rate && !l.Net.Borrow {
+			v.add(key+".net.ceil", "%s is above rate %s, but the lane may not borrow and is capped at its rate (set borrow = true, or drop ceil)", FormatRate(l.Net.Ceil), FormatRate(l.Net.Rate))
+		}
 		if n.Idletime != nil {
 			l.Net.Idletime = *n.Idletime
 		}

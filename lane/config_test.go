@@ -93,7 +93,7 @@ disk.level = 3
 net.rate = "1mbit"
 
 [lanes.video]
-net = { priority = 2, rate = "8mbit", ceil = "12mbit", target = "5ms" }
+net = { priority = 2, rate = "8mbit", ceil = "12mbit", borrow = true, target = "5ms" }
 
 [lanes.batch]
 cpu.idle = true
@@ -121,7 +121,7 @@ cpu.idle = true
 		{Normal, Lane{Name: Normal, Unprivileged: true, CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}}},
 		{Background, Lane{Name: Background, Unprivileged: true, CPU: CPU{Weight: 1, Idle: true}, Disk: Disk{Class: IOIdle, Level: 3}, Net: Net{Priority: 7, Borrow: true, Idletime: true, Rate: 1_000_000}, Line: 9}},
 		// User lanes start from the built-in normal lane, privileged.
-		{"video", Lane{Name: "video", CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Target: 5 * time.Millisecond}, Line: 13}},
+		{"video", Lane{Name: "video", CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond}, Line: 13}},
 		{"batch", Lane{Name: "batch", CPU: CPU{Weight: 100, Idle: true}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}, Line: 16}},
 	}
 	for _, tt := range tests {
@@ -212,6 +212,7 @@ func TestParseErrors(t *testing.T) {
 		{"rate zero", "[lanes.video]\nnet.rate = \"0\"\n", []string{`lanes.toml:2: lanes.video.net.rate: invalid rate "0": must be positive`}},
 		{"global rate junk", "[net]\nrate = \"20 furlongs\"\n", []string{`lanes.toml:2: net.rate: invalid rate "20 furlongs": unknown unit "furlongs"`}},
 		{"ceil below rate", "[lanes.video]\nnet = { rate = \"8mbit\", ceil = \"4mbit\" }\n", []string{"lanes.toml:2: lanes.video.net.ceil: 4mbit is less than rate 8mbit"}},
+		{"ceil above rate without borrow", "[lanes.video]\nnet = { rate = \"8mbit\", ceil = \"12mbit\" }\n", []string{"lanes.toml:2: lanes.video.net.ceil: 12mbit is above rate 8mbit, but the lane may not borrow and is capped at its rate (set borrow = true, or drop ceil)"}},
 		{"lane rate above link", "[net]\nrate = \"10mbit\"\n[lanes.video]\nnet.rate = \"12mbit\"\n", []string{"lanes.toml:4: lanes.video.net.rate: 12mbit exceeds net.rate 10mbit"}},
 		{"lane rates sum above link", "[net]\nrate = \"10mbit\"\n[lanes.video]\nnet.rate = \"6mbit\"\n[lanes.voip]\nnet.rate = \"6mbit\"\n", []string{"lanes.toml:2: net.rate: 10mbit is less than the sum of the lanes' rates, 12mbit"}},
 		{"target", "[lanes.video]\nnet = { target = \"soon\" }\n", []string{`lanes.toml:2: lanes.video.net.target: invalid duration "soon"`}},

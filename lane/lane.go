@@ -92,11 +92,16 @@ type Net struct {
 	// Priority orders lanes for strict-priority service: lower is served
 	// first. Built-ins: interactive 0, normal 1, background 7 (lowest).
 	Priority int
-	// Rate is the guaranteed rate; Ceil the most the lane may use.
+	// Rate is the guaranteed rate; Ceil the most the lane may use (0:
+	// the interface rate, or Rate for a lane with a rate that may not
+	// borrow).
 	Rate uint64
 	Ceil uint64
-	// Borrow: the lane may use capacity other lanes leave idle (above Rate).
-	// Background lanes only ever borrow.
+	// Borrow: the lane may use capacity other lanes leave idle, above
+	// Rate. A lane with a Rate that may not borrow is capped at its Rate
+	// (a Ceil above it is an error). A lane without a Rate that borrows
+	// (background) is guaranteed only a minimal rate and otherwise uses
+	// only what others leave.
 	Borrow bool
 	// Target is the leaf queue's target delay (byte FIFO sizing, fq_codel target).
 	Target time.Duration

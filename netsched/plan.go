@@ -264,10 +264,14 @@ var ErrBadPlan = errors.New("bad network plan")
 // BuildPlan computes the tree for iface from cfg. It is pure and
 // deterministic.
 //
-// Rates: a lane's Rate is guaranteed as configured. A borrowing lane without
-// a rate (background) is guaranteed only 1% of the interface rate and is
-// served last, so it gets what the others leave idle. The other lanes
-// without a rate share what remains equally. Every lane's ceiling is its
+// Rates (docs/CONFIG.md, net.rate, net.ceil, net.borrow): a lane's Rate is
+// guaranteed as configured; a lane with a rate that may not borrow is
+// capped at it (its ceiling is its rate), one that may borrow goes up to
+// its Ceil, or the interface rate. A borrowing lane without a rate
+// (background) is guaranteed only 1% of the interface rate and is served
+// last, so it gets what the others leave idle. The other lanes without a
+// rate share what remains equally as their guarantee. A lane without a
+// rate has no guarantee of its own to be capped at: its ceiling is its
 // Ceil, or the interface rate. HTB lends idle capacity by priority: lower
 // Prio borrows first.
 func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
@@ -334,6 +338,13 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 		case n.Rate != 0:
 			c.Rate = n.Rate
 			fixed += n.Rate
+			if !n.Borrow {
+				// A lane that may not borrow is capped at its rate.
+				if n.Ceil > n.Rate {
+					return Plan{}, fmt.Errorf("%w: lane %s: ceil %s above rate %s needs borrow = true", ErrBadPlan, name, lane.FormatRate(n.Ceil), lane.FormatRate(n.Rate))
+				}
+				c.Ceil = min(n.Rate, link)
+			}
 		case n.Borrow:
 			c.Rate = floor
 			fixed += floor

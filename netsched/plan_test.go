@@ -134,6 +134,48 @@ func TestBuildPlanBadInput(t *testing.T) {
 	}
 }
 
+// TestBorrow: net.borrow as docs/CONFIG.md gives it. A lane with a rate
+// that may not borrow is capped at its rate; one that may borrow goes up
+// to its ceil or the link; lanes without a rate keep the link as their
+// ceiling, a borrowing one (background) guaranteed only the floor.
+func TestBorrow(t *testing.T) {
+	const link = 19_000_000
+	tests := []struct {
+		name     string
+		net      string
+		wantRate uint64
+		wantCeil uint64
+	}{
+		{"rate, no borrow: capped at its rate", `{ rate = "8mbit" }`, 8_000_000, 8_000_000},
+		{"rate, borrow false: capped at its rate", `{ rate = "8mbit", borrow = false }`, 8_000_000, 8_000_000},
+		{"rate, borrow: up to the link", `{ rate = "8mbit", borrow = true }`, 8_000_000, link},
+		{"rate, borrow, ceil: up to the ceil", `{ rate = "8mbit", ceil = "12mbit", borrow = true }`, 8_000_000, 12_000_000},
+		{"rate equal to ceil, no borrow", `{ rate = "8mbit", ceil = "8mbit" }`, 8_000_000, 8_000_000},
+		{"no rate, borrow: the floor, up to the link", `{ borrow = true }`, link / 100, link},
+		{"no rate, no borrow: a share, up to the link", `{ priority = 2 }`, 0, link},
+		{"no rate, ceil", `{ ceil = "5mbit" }`, 0, 5_000_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := BuildPlan(mustParse(t, "[net]\nrate = \"19mbit\"\n[lanes.x]\nnet = "+tt.net+"\n"), "eth0", LeafHeadDrop)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := p.Class("x")
+			if (tt.wantRate != 0 && c.Rate != tt.wantRate) || c.Rate == 0 || c.Ceil != tt.wantCeil || c.Rate > c.Ceil {
+				t.Errorf("class rate %d ceil %d, want rate %d ceil %d", c.Rate, c.Ceil, tt.wantRate, tt.wantCeil)
+			}
+		})
+	}
+	// The plan refuses what the config parser refuses, for a config built
+	// in code.
+	cfg := mustParse(t, "[net]\nrate = \"19mbit\"\n[lanes.x]\nnet = { rate = \"8mbit\", borrow = true, ceil = \"12mbit\" }\n")
+	cfg.Lanes["x"].Net.Borrow = false
+	if _, err := BuildPlan(cfg, "eth0", LeafHeadDrop); !errors.Is(err, ErrBadPlan) {
+		t.Errorf("ceil above rate without borrow: %v, want ErrBadPlan", err)
+	}
+}
+
 // TestWithIdletime: idletime lanes get a TBF leaf with a byte limit and
 // their own handle; Mark and Follow are set; bad requests fail.
 func TestWithIdletime(t *testing.T) {

@@ -212,7 +212,7 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		} else {
 			d.setHealth("net-idletime", "")
 		}
-	} else if _, on := policyOf(cfg.Net.Idle.PI); !on {
+	} else if cfg.Net.Idle.PI.Off() {
 		d.setHealth("net-idletime", "")
 	}
 	return errors.Join(errs...)
@@ -223,8 +223,7 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 // gates but are still marked and followed. Follow needs the download
 // direction shaped (that is where marked packets are seen).
 func idletimeOf(cfg *lane.Config) netsched.Idletime {
-	_, on := policyOf(cfg.Net.Idle.PI)
-	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress, NoHold: !on}
+	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress, NoHold: cfg.Net.Idle.PI.Off()}
 	for _, name := range cfg.Order {
 		switch l := cfg.Lanes[name]; {
 		case l.Net.Idletime:

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lanes-qos/lanes/idletime"
 )
 
 func TestDefault(t *testing.T) {
@@ -458,46 +460,50 @@ func FuzzParse(f *testing.F) {
 
 func TestParsePI(t *testing.T) {
 	const ms = time.Millisecond
+	fixed := func(d time.Duration) idletime.Policy { return idletime.Policy{Mode: idletime.Fixed, PI: d} }
 	tests := []struct {
 		in   string
-		mode PIMode
-		pi   time.Duration
+		want idletime.Policy
+		off  bool
 		err  string
 	}{
-		{"20ms", PIFixed, 20 * ms, ""},
-		{" 1.5s ", PIFixed, 1500 * ms, ""},
-		{"0", PIOff, 0, ""},
-		{"off", PIOff, 0, ""},
-		{"inf", PIFixed, PIInfinite, ""},
-		{"Infinite", PIFixed, PIInfinite, ""},
-		{"auto", PIAuto, 0, ""},
-		{"ADAPTIVE", PIAdaptive, 0, ""},
-		{"", "", 0, `PI "": want a duration`},
-		{"20", "", 0, `PI "20": want a duration`},
-		{"fast", "", 0, `PI "fast"`},
-		{"-5ms", "", 0, `PI "-5ms" is negative`},
+		{"20ms", fixed(20 * ms), false, ""},
+		{" 1.5s ", fixed(1500 * ms), false, ""},
+		{"0", fixed(0), true, ""},
+		{"off", fixed(0), true, ""},
+		{"inf", fixed(idletime.Infinite), false, ""},
+		{"Infinite", fixed(idletime.Infinite), false, ""},
+		{"auto", idletime.Policy{Mode: idletime.Auto}, false, ""},
+		{"ADAPTIVE", idletime.Policy{Mode: idletime.Adaptive}, false, ""},
+		{"", idletime.Policy{}, false, `PI "": want a duration`},
+		{"20", idletime.Policy{}, false, `PI "20": want a duration`},
+		{"fast", idletime.Policy{}, false, `PI "fast"`},
+		{"-5ms", idletime.Policy{}, false, `PI "-5ms" is negative`},
 	}
 	for _, tt := range tests {
-		mode, pi, err := ParsePI(tt.in)
+		got, err := ParsePI(tt.in)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("ParsePI(%q) error %v, want one with %q", tt.in, err, tt.err)
 			}
 			continue
 		}
-		if err != nil || mode != tt.mode || pi != tt.pi {
-			t.Errorf("ParsePI(%q) = %v, %v, %v; want %v, %v", tt.in, mode, pi, err, tt.mode, tt.pi)
+		if err != nil || got != tt.want || got.Off() != tt.off {
+			t.Errorf("ParsePI(%q) = %+v, %v (off %v); want %+v (off %v)", tt.in, got, err, got.Off(), tt.want, tt.off)
 		}
 	}
 }
 
 func TestIdletimeConfig(t *testing.T) {
 	d := Default()
-	if d.Net.Idle.PI.Mode != PIFixed || d.Net.Idle.PI.Length != 5*time.Millisecond || d.Net.Idle.PI.Min != 2*time.Millisecond || d.Net.Idle.PI.Max != 100*time.Millisecond || d.Net.Idle.PI.K != 1.5 || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
+	if want := (idletime.Policy{Mode: idletime.Fixed, PI: 5 * time.Millisecond, K: 1.5, Min: 2 * time.Millisecond, Max: 100 * time.Millisecond}); d.Net.Idle.PI != want || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
 		t.Errorf("default net.idletime = %+v", d.Net.Idle)
 	}
-	if d.DiskIdle.PI.Mode != PIOff {
-		t.Errorf("default disk.idletime.pi = %v, want off", d.DiskIdle.PI.Mode)
+	if err := d.Net.Idle.PI.Validate(); err != nil {
+		t.Errorf("default net.idletime.pi: %v", err)
+	}
+	if !d.DiskIdle.PI.Off() {
+		t.Errorf("default disk.idletime.pi = %v, want off", d.DiskIdle.PI)
 	}
 	if d.Net.Idle.RTT != RTTMin {
 		t.Errorf("default net.idletime.pi_rtt = %q, want %q", d.Net.Idle.RTT, RTTMin)
@@ -519,21 +525,21 @@ func TestIdletimeConfig(t *testing.T) {
 	}
 	good := []struct {
 		text string
-		mode PIMode
+		mode idletime.Mode
 		pi   time.Duration
 	}{
 		{`[net.idletime]
-pi = "20ms"`, PIFixed, 20 * time.Millisecond},
+pi = "20ms"`, idletime.Fixed, 20 * time.Millisecond},
 		{`[net.idletime]
-pi = "0"`, PIOff, 0},
+pi = "0"`, idletime.Fixed, 0},
 		{`[net.idletime]
-pi = "off"`, PIOff, 0},
+pi = "off"`, idletime.Fixed, 0},
 		{`[net.idletime]
-pi = "inf"`, PIFixed, PIInfinite},
+pi = "inf"`, idletime.Fixed, idletime.Infinite},
 		{`[net.idletime]
 pi = "adaptive"
 pi_min = "1ms"
-pi_max = "50ms"`, PIAdaptive, 0},
+pi_max = "50ms"`, idletime.Adaptive, 0},
 	}
 	for _, tc := range good {
 		c, err := Parse("t.toml", []byte(tc.text))
@@ -541,7 +547,7 @@ pi_max = "50ms"`, PIAdaptive, 0},
 			t.Errorf("%q: %v", tc.text, err)
 			continue
 		}
-		if c.Net.Idle.PI.Mode != tc.mode || c.Net.Idle.PI.Length != tc.pi {
+		if c.Net.Idle.PI.Mode != tc.mode || c.Net.Idle.PI.PI != tc.pi {
 			t.Errorf("%q: got %+v", tc.text, c.Net.Idle.PI)
 		}
 	}

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lanes-qos/lanes/idletime"
 	"slices"
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/netsched"
 	"github.com/lanes-qos/lanes/state"
@@ -103,19 +103,6 @@ func (d *Daemon) netLinks() []api.NetLink {
 	return out
 }
 
-// interfaces returns the interfaces cfg shapes: the configured list, or the
-// interface of the default route.
-func interfaces(cfg *lane.Config) ([]string, error) {
-	if len(cfg.Net.Interfaces) > 0 {
-		return cfg.Net.Interfaces, nil
-	}
-	dev, err := netsched.DefaultRouteInterface()
-	if err != nil {
-		return nil, fmt.Errorf("net: no interfaces configured and no default route: %w", err)
-	}
-	return []string{dev}, nil
-}
-
 // applyNet makes the network match cfg. With no [net] rate, network
 // enforcement is off (and whatever this daemon shaped is undone). An
 // interface that fails becomes a health entry; the daemon carries on.
@@ -125,14 +112,11 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		d.setHealth("net-off", "")
 		return nil
 	}
-	ifaces, err := interfaces(cfg)
+	ifaces, err := netsched.Interfaces(cfg)
 	if err != nil {
 		return err
 	}
-	classifier := netsched.ClassifyAuto
-	if cfg.Net.Classifier == "ports" {
-		classifier = netsched.ClassifyU32
-	}
+	classifier := netsched.ClassifierOf(cfg)
 	if d.net != nil && d.net.classifier != classifier {
 		// The classifier is chosen when the enforcer loads its programs.
 		d.logf("net: classifier changed: rebuilding the network trees")
@@ -148,24 +132,20 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		d.engine.SetNet(e)
 	}
 	// Build every plan first: a bad config changes nothing.
-	plans := map[string]netsched.Plan{}
-	idle := idletimeOf(cfg)
-	if len(idle.Lanes) > 0 {
-		if err := d.net.e.IdletimeErr(); err != nil {
-			// Background lanes stay lowest-priority classes (PI 0).
-			d.setHealth("net-idletime", "preemption intervals unavailable, background is strict lowest priority only: "+err.Error())
-			idle = netsched.Idletime{}
-		}
+	caps := d.net.e.Caps()
+	if caps.Idletime != nil && netsched.WantsIdletime(cfg) {
+		// The plans keep background lanes as lowest-priority classes (PI 0).
+		d.setHealth("net-idletime", "preemption intervals unavailable, background is strict lowest priority only: "+caps.Idletime.Error())
 	}
+	plans := map[string]netsched.Plan{}
+	gates := false
 	for _, iface := range ifaces {
-		p, err := netsched.BuildPlan(cfg, iface, d.net.e.Leaf())
-		if err == nil {
-			p, err = p.WithIdletime(idle)
-		}
+		p, err := netsched.BuildPlan(cfg, iface, caps)
 		if err != nil {
 			return fmt.Errorf("net: %s: %w", iface, err)
 		}
 		plans[iface] = p
+		gates = gates || p.Idle()
 	}
 	// The controller holds gates of the trees about to change: stop it
 	// (releasing them) first, and start it again on the new trees.
@@ -205,7 +185,7 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		applied = append(applied, iface)
 	}
 	d.net.ifaces = applied
-	if len(idle.Lanes) > 0 && len(applied) > 0 {
+	if gates && len(applied) > 0 {
 		if err := d.startNetIdle(cfg); err != nil {
 			d.setHealth("net-idletime", err.Error())
 			errs = append(errs, err)
@@ -216,23 +196,6 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		d.setHealth("net-idletime", "")
 	}
 	return errors.Join(errs...)
-}
-
-// idletimeOf is the idletime part of the network plans: the lanes with
-// net.idletime. Without a preemption interval (pi = "off") they get no
-// gates but are still marked and followed. Follow needs the download
-// direction shaped (that is where marked packets are seen).
-func idletimeOf(cfg *lane.Config) netsched.Idletime {
-	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress, NoHold: cfg.Net.Idle.PI.Off()}
-	for _, name := range cfg.Order {
-		switch l := cfg.Lanes[name]; {
-		case l.Net.Idletime:
-			o.Lanes = append(o.Lanes, name)
-		case l.Net.Quiet:
-			o.Quiet = append(o.Quiet, name)
-		}
-	}
-	return o
 }
 
 // startNetIdle starts the controller over every gate of the shaped

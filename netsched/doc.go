@@ -5,7 +5,11 @@
 // direction. Only the daemon and `lanes run` use it; the CLI and the API
 // types must not import it.
 //
-// BuildPlan turns a configuration into a Plan (pure, golden-tested). An
+// BuildPlan turns a configuration (its [net] section and its lanes) and
+// the kernel's Caps into the whole Plan of an interface, idletime
+// included: it is the one place where those settings become a tree (pure,
+// golden-tested). Interfaces and ClassifierOf read which interfaces and
+// which classifier a configuration asks for. An
 // Enforcer applies plans: Apply (idempotent; on error nothing of lanes is
 // left and the original root qdisc is back), then BindLane for each lane's
 // cgroup v2 directory, MoveSockets after a process moved lanes, Stats for
@@ -38,9 +42,10 @@
 // the BPF ingress helpers are missing.
 //
 // Idletime (seed 003's preemption intervals; idle_linux.go has the
-// mechanism): Plan.WithIdletime makes lanes idletime background (their
-// leaves become TBFs that can be held), marks their uploads DSCP LE and
-// makes receiving sockets follow LE/CS1 senders into them. After Apply,
+// mechanism): BuildPlan makes the lanes with net.idletime idletime
+// background (their leaves become TBFs that can be held, unless pi is
+// "off"), marks their uploads DSCP LE and makes receiving sockets follow
+// LE/CS1 senders into them, all as [net.idletime] says. After Apply,
 // the daemon gets the gates (IdleGates per interface, or AllIdleGates),
 // starts IdleEvents once with the same gates, and hands both to the
 // idletime Controller, which calls Release after each preemption interval

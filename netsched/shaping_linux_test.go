@@ -38,19 +38,19 @@ type lanesOn struct {
 // fresh test cgroup per lane.
 func setupLanes(t *testing.T, tp *topo) *lanesOn {
 	t.Helper()
-	return setupLanesWith(t, tp, shapingConfig, Idletime{})
+	return setupLanesWith(t, tp, shapingConfig, idletimeSpec{})
 }
 
 // setupLanesWith applies config with idletime lanes idle (as lanesd
 // builds the plan; no controller holds the gates) and binds one test
 // cgroup per lane.
-func setupLanesWith(t *testing.T, tp *topo, config string, idle Idletime) *lanesOn {
+func setupLanesWith(t *testing.T, tp *topo, config string, idle idletimeSpec) *lanesOn {
 	t.Helper()
 	e := newEnforcer(t, tp.src, nil)
 	cfg := mustParse(t, config)
-	p, err := BuildPlan(cfg, tp.srcIf, e.Leaf())
+	p, err := buildTree(cfg, tp.srcIf, e.Leaf())
 	if err == nil {
-		p, err = p.WithIdletime(idle)
+		p, err = p.withIdletime(idle)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestBorrowCap(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireTiming(t)
 	tp := newTopo(t, true)
-	l := setupLanesWith(t, tp, borrowConfig, Idletime{})
+	l := setupLanesWith(t, tp, borrowConfig, idletimeSpec{})
 	ctx, cancel := context.WithTimeout(context.Background(), timeout(3*flowSecs*time.Second))
 	defer cancel()
 	alone := func(name string, port int) (class, goodput float64) {

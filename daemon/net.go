@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,21 +11,7 @@ import (
 	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/netsched"
-	"github.com/lanes-qos/lanes/state"
 )
-
-// netRecord is what the state store keeps of an interface lanes shapes.
-type netRecord struct {
-	Iface string `json:"iface"`
-	Rate  uint64 `json:"rate"`
-	// Sizes are the interface's GSO/GRO limits before lanes bounded them
-	// (nil until the tree is applied): a run after a crash puts them back.
-	Sizes *netsched.SegmentSizes `json:"sizes,omitempty"`
-	// Tree is the interface's root qdisc tree before lanes replaced it
-	// (nil over the kernel's default root): a run after a crash replays
-	// it once Cleanup has removed lanes' tree.
-	Tree *netsched.TreeSnapshot `json:"tree,omitempty"`
-}
 
 // network is the daemon's network side: one netsched enforcer and the
 // interfaces it shapes.
@@ -39,49 +24,9 @@ type network struct {
 	idle *idleRun
 }
 
-// cleanNetLeftovers removes trees a crashed run left (its records say it
-// shaped something), before this run builds its own.
-func (d *Daemon) cleanNetLeftovers() {
-	recs, err := d.store.List(state.KindQdisc)
-	if err != nil || len(recs) == 0 {
-		return
-	}
-	d.logf("removing the network trees of a previous run (%d interface(s))", len(recs))
-	if err := netsched.Cleanup(d.logf); err != nil {
-		d.logf("network cleanup: %v", err)
-	}
-	for _, r := range recs {
-		var rec netRecord
-		if err := json.Unmarshal(r.Data, &rec); err != nil {
-			d.logf("network cleanup: record %s: %v", r.Key, err)
-			continue
-		}
-		if rec.Sizes != nil {
-			if err := netsched.RestoreSizes(d.logf, rec.Iface, *rec.Sizes); err != nil {
-				d.logf("network cleanup: %v", err)
-			}
-		}
-		if err := netsched.RestoreTree(d.logf, rec.Iface, rec.Tree); err != nil {
-			d.logf("network cleanup: %v", err)
-		}
-	}
-	for _, r := range recs {
-		d.store.Delete(state.KindQdisc, r.Key)
-	}
-}
-
-// netRecordOf is the record of iface shaped at rate, with the segment
-// sizes it had before lanes if lanes has bounded them.
-func (d *Daemon) netRecordOf(iface string, rate uint64) netRecord {
-	r := netRecord{Iface: iface, Rate: rate}
-	if sz, ok := d.net.e.OriginalSizes(iface); ok {
-		r.Sizes = &sz
-	}
-	if tree, ok := d.net.e.OriginalTree(iface); ok {
-		r.Tree = tree
-	}
-	return r
-}
+// cleanNetLeftovers removes trees a crashed run left (netsched's records
+// say it shaped something), before this run builds its own.
+func (d *Daemon) cleanNetLeftovers() { netsched.CleanupRecorded(d.logf, d.store) }
 
 // netLinks are the offloads and segment sizes of the shaped interfaces.
 func (d *Daemon) netLinks() []api.NetLink {
@@ -123,7 +68,7 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		d.stopNet()
 	}
 	if d.net == nil {
-		e, err := netsched.New(d.logf, netsched.WithClassifier(classifier))
+		e, err := netsched.New(d.logf, netsched.WithClassifier(classifier), netsched.WithStore(d.store))
 		if err != nil {
 			d.setHealth("net-unavailable", err.Error())
 			return fmt.Errorf("net: %w", err)
@@ -159,14 +104,11 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 	var applied []string
 	var errs []error
 	for _, iface := range ifaces {
-		if err := d.store.Put(state.KindQdisc, iface, d.netRecordOf(iface, cfg.Net.Rate)); err != nil {
-			return err
-		}
+		// netsched records the interface before it changes it.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := d.net.e.Apply(ctx, plans[iface])
 		cancel()
 		if err != nil {
-			d.store.Delete(state.KindQdisc, iface)
 			if errors.Is(err, netsched.ErrRootNotRestorable) {
 				// Left as found, on purpose: say why and what to set.
 				d.setHealth("net-root-not-restorable:"+iface, err.Error())
@@ -179,9 +121,6 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		}
 		d.setHealth("tc-apply-failed:"+iface, "")
 		d.setHealth("net-root-not-restorable:"+iface, "")
-		if err := d.store.Put(state.KindQdisc, iface, d.netRecordOf(iface, cfg.Net.Rate)); err != nil {
-			errs = append(errs, fmt.Errorf("net: %s: %w", iface, err))
-		}
 		applied = append(applied, iface)
 	}
 	d.net.ifaces = applied
@@ -242,7 +181,6 @@ func (d *Daemon) removeIface(iface string) {
 	if err := d.net.e.Remove(iface); err != nil {
 		d.logf("net: remove tree on %s: %v", iface, err)
 	}
-	d.store.Delete(state.KindQdisc, iface)
 	d.setHealth("tc-apply-failed:"+iface, "")
 }
 

@@ -16,6 +16,12 @@
 // counters, Remove to restore an interface, Close at exit. Cleanup removes
 // a crashed run's leftovers; a new Enforcer's Apply adopts them instead.
 //
+// Records: given a state store (WithStore), the Enforcer records each
+// interface it shapes (state.KindQdisc: the rate, the original root tree
+// and segment sizes) before it changes it, and deletes the record once the
+// interface is given back; CleanupRecorded, at the start after a crash,
+// runs Cleanup and gives each recorded interface its tree and sizes back.
+//
 // Every tree has the root handle Major ("4c4e:"); a lane's class id
 // (Major:minor) is also the socket priority that puts a socket in that
 // lane. Which lane a packet is in, first match wins:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/state"
 )
 
 // Direction of a lane's counters.
@@ -33,6 +34,7 @@ type LaneStats struct {
 type Option func(*options)
 
 type options struct {
+	store          *state.Store // records of shaped interfaces (WithStore); nil: none
 	netnsPath      string
 	classifier     Classifier
 	noIdleAutoHold bool

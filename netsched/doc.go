@@ -1,9 +1,12 @@
 // Package netsched enforces lanes on the network: per managed interface an
-// HTB tree with one class per lane (leaf fq_codel, or a byte FIFO sized to a
-// target delay where the kernel lacks fq_codel), BPF classification of
-// every socket by its lane, and an IFB with the same tree for the download
-// direction. Only the daemon and `lanes run` use it; the CLI and the API
-// types must not import it.
+// HTB tree with one class per lane (leaf fq_codel, or where the kernel
+// lacks it a head-drop packet FIFO on upload and a byte FIFO on download,
+// sized to a target delay), BPF classification of every socket by its
+// lane, and an IFB with the same tree for the download direction. Only
+// the daemon uses it (enforce reaches it through its Net interface, which
+// the daemon sets; daemon-less `lanes run` shapes no network). The CLI and
+// the API types must not import it: `lanes doctor` asks lanesd, or probes
+// with internal/netprobe.
 //
 // BuildPlan turns a configuration (its [net] section and its lanes) and
 // the kernel's Caps into the whole Plan of an interface, idletime

@@ -306,7 +306,8 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 	if st != nil && reflect.DeepEqual(st.plan, p) && e.rootIsOurs(dev) {
 		return nil
 	}
-	// Record first, then change.
+	// Record first, then change: here, after the original root tree is
+	// known, and before the segment sizes are bounded (boundSegments).
 	if err := e.record(p.Iface, p.Rate, st); err != nil {
 		return fmt.Errorf("apply %s: %w", p.Iface, err)
 	}
@@ -340,9 +341,6 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 	p.Classes = slices.Clone(p.Classes) // the caller keeps its slice
 	st.plan = p
 	e.ifaces[p.Iface] = st
-	if err := e.record(p.Iface, p.Rate, st); err != nil {
-		return fmt.Errorf("apply %s: %w", p.Iface, err)
-	}
 	if err := e.refreshBindings(); err != nil {
 		return fmt.Errorf("apply %s: %w", p.Iface, err)
 	}

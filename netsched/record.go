@@ -24,7 +24,7 @@ type ifaceRecord struct {
 
 // WithStore makes the Enforcer record each interface it shapes in s
 // before it changes the interface (kind state.KindQdisc: the original
-// segment sizes and root tree as soon as it knows them), and delete the
+// root tree and segment sizes, each before lanes changes it), and delete the
 // record once the interface is given back (Remove, or an Apply that
 // failed and undid itself). CleanupRecorded uses the records after a
 // crash. Without a store nothing is recorded.

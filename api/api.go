@@ -185,7 +185,12 @@ type NetLink struct {
 }
 
 // IdleGate is the state of idletime scheduling on one resource: the
-// preemption-interval state machine's current state and counters.
+// preemption-interval state machine's current state and counters. It is
+// the wire form of idletime.GateStats, converted in one place (the
+// daemon's idletime status), and keeps its own type on purpose: the
+// API's JSON is a contract the controller's internals must not change
+// (time per state as a map of state names, the gate's PI mode), and the
+// API types import nothing of the engine.
 type IdleGate struct {
 	Name string `json:"name"` // "eth0/egress", "eth0/ingress", "disk 7:0"
 	// Mode is how the PI is chosen: "fixed", "auto", "adaptive".

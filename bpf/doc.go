@@ -1,6 +1,9 @@
-// Package bpf holds lanes' kernel programs for packet classification (C
-// sources built with bpf2go) and their generated Go bindings. Only netsched
-// loads them; nothing else imports this package.
+// Package bpf holds lanes' kernel programs (C sources built with bpf2go)
+// and their generated Go bindings: lanes.c, packet classification and the
+// network idletime gates, loaded by netsched; diskidle.c, foreground
+// detection on block_bio_queue for the disk idletime gates, loaded by
+// diskidle. Only those two packages import it (the daemon's side: the
+// CLI and the API types must not link it).
 //
 // Regenerate with `go generate ./bpf` (needs clang, llvm and libbpf-dev);
 // the generated *_bpfel.go and *_bpfel.o files are committed so that a

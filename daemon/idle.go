@@ -10,6 +10,7 @@ import (
 	"github.com/lanes-qos/lanes/diskidle"
 	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/monoclock"
 	"github.com/lanes-qos/lanes/lane"
 )
 
@@ -26,31 +27,18 @@ type idleRun struct {
 	stop func()
 }
 
-// policyOf turns a config PI into the controller's policy. ok is false
-// for PIOff: no controller runs, background lanes get strict lowest
-// priority only.
-func policyOf(p lane.PI) (pol idletime.Policy, ok bool) {
-	switch p.Mode {
-	case lane.PIFixed:
-		return idletime.Policy{Mode: idletime.Fixed, PI: p.Length}, true
-	case lane.PIAuto:
-		return idletime.Policy{Mode: idletime.Auto, K: p.K, Min: p.Min, Max: p.Max}, true
-	case lane.PIAdaptive:
-		return idletime.Policy{Mode: idletime.Adaptive, Min: p.Min, Max: p.Max}, true
-	}
-	return idletime.Policy{}, false
-}
-
 // startIdle starts a controller over gates fed by events. rtt, when not
 // nil, is polled every 100 ms for the Auto policy's input.
-func (d *Daemon) startIdle(p lane.PI, gates []idletime.Gate, events <-chan idletime.Event, rtt func() time.Duration, stop func()) (*idleRun, error) {
-	pol, _ := policyOf(p)
-	ctrl, err := idletime.NewController(pol, gates, d.logf)
+func (d *Daemon) startIdle(pol idletime.Policy, gates []idletime.Gate, events <-chan idletime.Event, rtt func() time.Duration, stop func()) (*idleRun, error) {
+	if err := monoclock.Check(); err != nil {
+		return nil, err
+	}
+	ctrl, err := idletime.NewController(pol, gates, monoNow, d.logf)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &idleRun{mode: string(p.Mode), ctrl: ctrl, cancel: cancel, done: make(chan struct{}), stop: stop}
+	r := &idleRun{mode: pol.Mode.String(), ctrl: ctrl, cancel: cancel, done: make(chan struct{}), stop: stop}
 	go func() {
 		defer close(r.done)
 		if err := ctrl.Run(ctx, events); err != nil {
@@ -75,6 +63,10 @@ func (d *Daemon) startIdle(p lane.PI, gates []idletime.Gate, events <-chan idlet
 	}
 	return r, nil
 }
+
+// monoNow is the controllers' clock: CLOCK_MONOTONIC, that of the
+// kernel's time stamps.
+func monoNow() idletime.Mono { return idletime.Mono(monoclock.Now()) }
 
 // end stops the controller (which releases every gate) and then its event
 // source. Safe on nil.
@@ -165,7 +157,7 @@ func (d *Daemon) applyDiskIdle(cfg *lane.Config) error {
 			}
 		}
 	}
-	if _, on := policyOf(cfg.DiskIdle.PI); !on {
+	if cfg.DiskIdle.PI.Off() {
 		d.setHealth("disk-idletime", "")
 		return nil
 	}

@@ -2,31 +2,16 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lanes-qos/lanes/idletime"
 	"slices"
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/netsched"
-	"github.com/lanes-qos/lanes/state"
 )
-
-// netRecord is what the state store keeps of an interface lanes shapes.
-type netRecord struct {
-	Iface string `json:"iface"`
-	Rate  uint64 `json:"rate"`
-	// Sizes are the interface's GSO/GRO limits before lanes bounded them
-	// (nil until the tree is applied): a run after a crash puts them back.
-	Sizes *netsched.SegmentSizes `json:"sizes,omitempty"`
-	// Tree is the interface's root qdisc tree before lanes replaced it
-	// (nil over the kernel's default root): a run after a crash replays
-	// it once Cleanup has removed lanes' tree.
-	Tree *netsched.TreeSnapshot `json:"tree,omitempty"`
-}
 
 // network is the daemon's network side: one netsched enforcer and the
 // interfaces it shapes.
@@ -39,49 +24,9 @@ type network struct {
 	idle *idleRun
 }
 
-// cleanNetLeftovers removes trees a crashed run left (its records say it
-// shaped something), before this run builds its own.
-func (d *Daemon) cleanNetLeftovers() {
-	recs, err := d.store.List(state.KindQdisc)
-	if err != nil || len(recs) == 0 {
-		return
-	}
-	d.logf("removing the network trees of a previous run (%d interface(s))", len(recs))
-	if err := netsched.Cleanup(d.logf); err != nil {
-		d.logf("network cleanup: %v", err)
-	}
-	for _, r := range recs {
-		var rec netRecord
-		if err := json.Unmarshal(r.Data, &rec); err != nil {
-			d.logf("network cleanup: record %s: %v", r.Key, err)
-			continue
-		}
-		if rec.Sizes != nil {
-			if err := netsched.RestoreSizes(d.logf, rec.Iface, *rec.Sizes); err != nil {
-				d.logf("network cleanup: %v", err)
-			}
-		}
-		if err := netsched.RestoreTree(d.logf, rec.Iface, rec.Tree); err != nil {
-			d.logf("network cleanup: %v", err)
-		}
-	}
-	for _, r := range recs {
-		d.store.Delete(state.KindQdisc, r.Key)
-	}
-}
-
-// netRecordOf is the record of iface shaped at rate, with the segment
-// sizes it had before lanes if lanes has bounded them.
-func (d *Daemon) netRecordOf(iface string, rate uint64) netRecord {
-	r := netRecord{Iface: iface, Rate: rate}
-	if sz, ok := d.net.e.OriginalSizes(iface); ok {
-		r.Sizes = &sz
-	}
-	if tree, ok := d.net.e.OriginalTree(iface); ok {
-		r.Tree = tree
-	}
-	return r
-}
+// cleanNetLeftovers removes trees a crashed run left (netsched's records
+// say it shaped something), before this run builds its own.
+func (d *Daemon) cleanNetLeftovers() { netsched.CleanupRecorded(d.logf, d.store) }
 
 // netLinks are the offloads and segment sizes of the shaped interfaces.
 func (d *Daemon) netLinks() []api.NetLink {
@@ -103,19 +48,6 @@ func (d *Daemon) netLinks() []api.NetLink {
 	return out
 }
 
-// interfaces returns the interfaces cfg shapes: the configured list, or the
-// interface of the default route.
-func interfaces(cfg *lane.Config) ([]string, error) {
-	if len(cfg.Net.Interfaces) > 0 {
-		return cfg.Net.Interfaces, nil
-	}
-	dev, err := netsched.DefaultRouteInterface()
-	if err != nil {
-		return nil, fmt.Errorf("net: no interfaces configured and no default route: %w", err)
-	}
-	return []string{dev}, nil
-}
-
 // applyNet makes the network match cfg. With no [net] rate, network
 // enforcement is off (and whatever this daemon shaped is undone). An
 // interface that fails becomes a health entry; the daemon carries on.
@@ -125,21 +57,18 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		d.setHealth("net-off", "")
 		return nil
 	}
-	ifaces, err := interfaces(cfg)
+	ifaces, err := netsched.Interfaces(cfg)
 	if err != nil {
 		return err
 	}
-	classifier := netsched.ClassifyAuto
-	if cfg.Net.Classifier == "ports" {
-		classifier = netsched.ClassifyU32
-	}
+	classifier := netsched.ClassifierOf(cfg)
 	if d.net != nil && d.net.classifier != classifier {
 		// The classifier is chosen when the enforcer loads its programs.
 		d.logf("net: classifier changed: rebuilding the network trees")
 		d.stopNet()
 	}
 	if d.net == nil {
-		e, err := netsched.New(d.logf, netsched.WithClassifier(classifier))
+		e, err := netsched.New(d.logf, netsched.WithClassifier(classifier), netsched.WithStore(d.store))
 		if err != nil {
 			d.setHealth("net-unavailable", err.Error())
 			return fmt.Errorf("net: %w", err)
@@ -148,24 +77,20 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		d.engine.SetNet(e)
 	}
 	// Build every plan first: a bad config changes nothing.
-	plans := map[string]netsched.Plan{}
-	idle := idletimeOf(cfg)
-	if len(idle.Lanes) > 0 {
-		if err := d.net.e.IdletimeErr(); err != nil {
-			// Background lanes stay lowest-priority classes (PI 0).
-			d.setHealth("net-idletime", "preemption intervals unavailable, background is strict lowest priority only: "+err.Error())
-			idle = netsched.Idletime{}
-		}
+	caps := d.net.e.Caps()
+	if caps.Idletime != nil && netsched.WantsIdletime(cfg) {
+		// The plans keep background lanes as lowest-priority classes (PI 0).
+		d.setHealth("net-idletime", "preemption intervals unavailable, background is strict lowest priority only: "+caps.Idletime.Error())
 	}
+	plans := map[string]netsched.Plan{}
+	gates := false
 	for _, iface := range ifaces {
-		p, err := netsched.BuildPlan(cfg, iface, d.net.e.Leaf())
-		if err == nil {
-			p, err = p.WithIdletime(idle)
-		}
+		p, err := netsched.BuildPlan(cfg, iface, caps)
 		if err != nil {
 			return fmt.Errorf("net: %s: %w", iface, err)
 		}
 		plans[iface] = p
+		gates = gates || p.Idle()
 	}
 	// The controller holds gates of the trees about to change: stop it
 	// (releasing them) first, and start it again on the new trees.
@@ -179,14 +104,11 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 	var applied []string
 	var errs []error
 	for _, iface := range ifaces {
-		if err := d.store.Put(state.KindQdisc, iface, d.netRecordOf(iface, cfg.Net.Rate)); err != nil {
-			return err
-		}
+		// netsched records the interface before it changes it.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := d.net.e.Apply(ctx, plans[iface])
 		cancel()
 		if err != nil {
-			d.store.Delete(state.KindQdisc, iface)
 			if errors.Is(err, netsched.ErrRootNotRestorable) {
 				// Left as found, on purpose: say why and what to set.
 				d.setHealth("net-root-not-restorable:"+iface, err.Error())
@@ -199,41 +121,20 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		}
 		d.setHealth("tc-apply-failed:"+iface, "")
 		d.setHealth("net-root-not-restorable:"+iface, "")
-		if err := d.store.Put(state.KindQdisc, iface, d.netRecordOf(iface, cfg.Net.Rate)); err != nil {
-			errs = append(errs, fmt.Errorf("net: %s: %w", iface, err))
-		}
 		applied = append(applied, iface)
 	}
 	d.net.ifaces = applied
-	if len(idle.Lanes) > 0 && len(applied) > 0 {
+	if gates && len(applied) > 0 {
 		if err := d.startNetIdle(cfg); err != nil {
 			d.setHealth("net-idletime", err.Error())
 			errs = append(errs, err)
 		} else {
 			d.setHealth("net-idletime", "")
 		}
-	} else if _, on := policyOf(cfg.Net.Idle.PI); !on {
+	} else if cfg.Net.Idle.PI.Off() {
 		d.setHealth("net-idletime", "")
 	}
 	return errors.Join(errs...)
-}
-
-// idletimeOf is the idletime part of the network plans: the lanes with
-// net.idletime. Without a preemption interval (pi = "off") they get no
-// gates but are still marked and followed. Follow needs the download
-// direction shaped (that is where marked packets are seen).
-func idletimeOf(cfg *lane.Config) netsched.Idletime {
-	_, on := policyOf(cfg.Net.Idle.PI)
-	o := netsched.Idletime{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress, NoHold: !on}
-	for _, name := range cfg.Order {
-		switch l := cfg.Lanes[name]; {
-		case l.Net.Idletime:
-			o.Lanes = append(o.Lanes, name)
-		case l.Net.Quiet:
-			o.Quiet = append(o.Quiet, name)
-		}
-	}
-	return o
 }
 
 // startNetIdle starts the controller over every gate of the shaped
@@ -280,7 +181,6 @@ func (d *Daemon) removeIface(iface string) {
 	if err := d.net.e.Remove(iface); err != nil {
 		d.logf("net: remove tree on %s: %v", iface, err)
 	}
-	d.store.Delete(state.KindQdisc, iface)
 	d.setHealth("tc-apply-failed:"+iface, "")
 }
 

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 const (
@@ -114,20 +112,20 @@ type gateCtl struct {
 	unlogged   int
 }
 
-// NewController returns a controller for gates under policy p. logf
-// receives error messages (nil discards them).
-func NewController(p Policy, gates []Gate, logf func(string, ...any)) (*Controller, error) {
+// NewController returns a controller for gates under policy p. now reads
+// the clock of the gates' time stamps, CLOCK_MONOTONIC (the daemon passes
+// monoclock's). logf receives error messages (nil discards them).
+func NewController(p Policy, gates []Gate, now func() Mono, logf func(string, ...any)) (*Controller, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return nil, fmt.Errorf("idletime: reading CLOCK_MONOTONIC: %w", err)
+	if now == nil {
+		return nil, fmt.Errorf("idletime: no clock")
 	}
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	c := &Controller{policy: p, logf: logf, now: monoNow, wake: make(chan struct{}, 1)}
+	c := &Controller{policy: p, logf: logf, now: now, wake: make(chan struct{}, 1)}
 	for i, g := range gates {
 		if g == nil {
 			return nil, fmt.Errorf("idletime: gate %d is nil", i)
@@ -136,13 +134,6 @@ func NewController(p Policy, gates []Gate, logf func(string, ...any)) (*Controll
 		c.gates = append(c.gates, &gateCtl{g: g, name: g.Name(), m: NewMachine(pi), pi: pi})
 	}
 	return c, nil
-}
-
-// monoNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
-func monoNow() Mono {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // checked in NewController
-	return Mono(ts.Nano())
 }
 
 // SetRTT gives the RTT of the foreground flows (the caller chooses:

@@ -9,7 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lanes-qos/lanes/internal/monoclock"
 )
+
+// monoNow is the clock the controllers under test run on, the daemon's.
+func monoNow() Mono { return Mono(monoclock.Now()) }
 
 // fakeGate is an in-memory Gate. It records Hold and Release calls with
 // their times. Foreground stamps are set by the test; with greedy set, a
@@ -136,7 +141,7 @@ func newHarness(t *testing.T, p Policy, gates ...*fakeGate) *harness {
 	for _, g := range gates {
 		gs = append(gs, g)
 	}
-	c, err := NewController(p, gs, h.log.logf)
+	c, err := NewController(p, gs, monoNow, h.log.logf)
 	if err != nil {
 		t.Fatalf("NewController(%v): %v", p, err)
 	}
@@ -461,13 +466,16 @@ func TestControllerEventsClosed(t *testing.T) {
 }
 
 func TestNewControllerErrors(t *testing.T) {
-	if _, err := NewController(Policy{PI: -1}, nil, nil); err == nil || !strings.Contains(err.Error(), "PI") {
+	if _, err := NewController(Policy{PI: -1}, nil, monoNow, nil); err == nil || !strings.Contains(err.Error(), "PI") {
 		t.Errorf("bad policy: %v", err)
 	}
-	if _, err := NewController(Policy{}, []Gate{&fakeGate{}, nil}, nil); err == nil || !strings.Contains(err.Error(), "gate 1") {
+	if _, err := NewController(Policy{}, []Gate{&fakeGate{}, nil}, monoNow, nil); err == nil || !strings.Contains(err.Error(), "gate 1") {
 		t.Errorf("nil gate: %v", err)
 	}
-	c, err := NewController(Policy{}, nil, nil)
+	if _, err := NewController(Policy{}, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "clock") {
+		t.Errorf("no clock: %v", err)
+	}
+	c, err := NewController(Policy{}, nil, monoNow, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

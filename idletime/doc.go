@@ -15,14 +15,19 @@
 //     (K × the foreground flows' RTT within [Min, Max]) or
 //     Adaptive (TCP-like windowing on the counters: a preemption inside a
 //     burst doubles the PI, one that starts a burst leaves it, other
-//     foreground arrivals shorten it a little). The
-//     configuration text is read by lane.ParsePI.
+//     foreground arrivals shorten it a little). A fixed PI of 0 is Off:
+//     no gates are needed. The configuration holds a Policy (lane's
+//     [net.idletime] and [disk.idletime]); its text is read by
+//     lane.ParsePI.
 //   - Controller, which drives resources' Gates — the kernel mechanism
 //     that holds and releases a resource's background work — from the
 //     foreground Events the kernel reports, and reports GateStats.
 //
-// netsched provides gates for interfaces, disk for block devices; the
-// daemon runs the Controller. Times from the kernel are Mono
-// (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns); the package touches no
-// kernel interface itself.
+// netsched provides gates for network interface directions, diskidle for
+// block devices; the daemon runs the Controller. Times from the kernel are
+// Mono (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns), and the
+// Controller reads the clock through the function it is given
+// (internal/monoclock in the daemon). The package makes no system call
+// and imports no kernel package, so that the config model (lane) can use
+// its Policy.
 package idletime

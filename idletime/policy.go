@@ -86,6 +86,11 @@ type Policy struct {
 	Min, Max time.Duration
 }
 
+// Off reports whether the policy never holds background: a fixed PI of 0
+// (configured as "off" or "0"), a plain priority queue, which needs no
+// gates and no Controller.
+func (p Policy) Off() bool { return p.Mode == Fixed && p.PI == 0 }
+
 // Validate reports whether the policy is usable, naming the bad field.
 func (p Policy) Validate() error {
 	switch p.Mode {

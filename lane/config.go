@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/lanes-qos/lanes/idletime"
 )
 
 //go:embed default.toml
@@ -411,7 +413,7 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 
 func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 	v.pi("disk.idletime", &d.PI, &fd.filePI)
-	if d.PI.Mode == PIAuto {
+	if d.PI.Mode == idletime.Auto {
 		v.add("disk.idletime.pi", "\"auto\" derives the interval from network round-trip times; for a disk give a duration or \"adaptive\"")
 	}
 	if fd.Devices != nil {
@@ -422,47 +424,46 @@ func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 			}
 		}
 	}
-	if d.PI.Mode != PIOff && d.PI.Mode != "" && len(d.Devices) == 0 {
+	if !d.PI.Off() && len(d.Devices) == 0 {
 		v.add("disk.idletime.devices", "name the block devices to hold background I/O on (e.g. [\"/dev/sda\"]) when pi is set")
 	}
 }
 
 // ParsePI parses a preemption interval as config files write it: "off"
 // (or "0"), a duration ("20ms"), "inf", "auto" or "adaptive"; case and
-// surrounding space are ignored. It returns the mode and, for PIFixed, the
-// length.
-func ParsePI(s string) (PIMode, time.Duration, error) {
+// surrounding space are ignored. It returns the policy's Mode and, for
+// idletime.Fixed, its PI ("off" is a fixed PI of 0, idletime.Infinite is
+// "inf"); the other fields are left zero.
+func ParsePI(s string) (idletime.Policy, error) {
 	switch t := strings.ToLower(strings.TrimSpace(s)); t {
 	case "off":
-		return PIOff, 0, nil
+		return idletime.Policy{Mode: idletime.Fixed}, nil
 	case "inf", "infinite":
-		return PIFixed, PIInfinite, nil
+		return idletime.Policy{Mode: idletime.Fixed, PI: idletime.Infinite}, nil
 	case "auto":
-		return PIAuto, 0, nil
+		return idletime.Policy{Mode: idletime.Auto}, nil
 	case "adaptive":
-		return PIAdaptive, 0, nil
+		return idletime.Policy{Mode: idletime.Adaptive}, nil
 	default:
 		d, err := time.ParseDuration(t)
 		switch {
 		case err != nil:
-			return "", 0, fmt.Errorf(`PI %q: want a duration such as "20ms", "inf", "auto", "adaptive" or "off"`, s)
+			return idletime.Policy{}, fmt.Errorf(`PI %q: want a duration such as "20ms", "inf", "auto", "adaptive" or "off"`, s)
 		case d < 0:
-			return "", 0, fmt.Errorf("PI %q is negative", s)
-		case d == 0:
-			return PIOff, 0, nil
+			return idletime.Policy{}, fmt.Errorf("PI %q is negative", s)
 		}
-		return PIFixed, d, nil
+		return idletime.Policy{Mode: idletime.Fixed, PI: d}, nil
 	}
 }
 
 // pi merges and checks one preemption-interval setting under key.
-func (v *validator) pi(key string, p *PI, fp *filePI) {
+func (v *validator) pi(key string, p *idletime.Policy, fp *filePI) {
 	if fp.PI != nil {
-		mode, d, err := ParsePI(*fp.PI)
+		parsed, err := ParsePI(*fp.PI)
 		if err != nil {
 			v.add(key+".pi", "%v", err)
 		} else {
-			p.Mode, p.Length = mode, d
+			p.Mode, p.PI = parsed.Mode, parsed.PI
 		}
 	}
 	dur := func(k string, s *string, dst *time.Duration) bool {
@@ -571,6 +572,9 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 		}
 		if n.Borrow != nil {
 			l.Net.Borrow = *n.Borrow
+		}
+		if rateOK && ceilOK && l.Net.Rate != 0 && l.Net.Ceil > l.Net.Rate && !l.Net.Borrow {
+			v.add(key+".net.ceil", "%s is above rate %s, but the lane may not borrow and is capped at its rate (set borrow = true, or drop ceil)", FormatRate(l.Net.Ceil), FormatRate(l.Net.Rate))
 		}
 		if n.Idletime != nil {
 			l.Net.Idletime = *n.Idletime

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lanes-qos/lanes/idletime"
 )
 
 func TestDefault(t *testing.T) {
@@ -96,7 +98,7 @@ disk.level = 3
 net.rate = "1mbit"
 
 [lanes.video]
-net = { priority = 2, rate = "8mbit", ceil = "12mbit", target = "5ms" }
+net = { priority = 2, rate = "8mbit", ceil = "12mbit", borrow = true, target = "5ms" }
 
 [lanes.batch]
 cpu.idle = true
@@ -124,7 +126,7 @@ cpu.idle = true
 		{Normal, Lane{Name: Normal, Unprivileged: true, CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}}},
 		{Background, Lane{Name: Background, Unprivileged: true, CPU: CPU{Weight: 1, Idle: true}, Disk: Disk{Class: IOIdle, Level: 3}, Net: Net{Priority: 7, Borrow: true, Idletime: true, Rate: 1_000_000}, Line: 9}},
 		// User lanes start from the built-in normal lane, privileged.
-		{"video", Lane{Name: "video", CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Target: 5 * time.Millisecond}, Line: 13}},
+		{"video", Lane{Name: "video", CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond}, Line: 13}},
 		{"batch", Lane{Name: "batch", CPU: CPU{Weight: 100, Idle: true}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}, Line: 16}},
 	}
 	for _, tt := range tests {
@@ -215,6 +217,7 @@ func TestParseErrors(t *testing.T) {
 		{"rate zero", "[lanes.video]\nnet.rate = \"0\"\n", []string{`lanes.toml:2: lanes.video.net.rate: invalid rate "0": must be positive`}},
 		{"global rate junk", "[net]\nrate = \"20 furlongs\"\n", []string{`lanes.toml:2: net.rate: invalid rate "20 furlongs": unknown unit "furlongs"`}},
 		{"ceil below rate", "[lanes.video]\nnet = { rate = \"8mbit\", ceil = \"4mbit\" }\n", []string{"lanes.toml:2: lanes.video.net.ceil: 4mbit is less than rate 8mbit"}},
+		{"ceil above rate without borrow", "[lanes.video]\nnet = { rate = \"8mbit\", ceil = \"12mbit\" }\n", []string{"lanes.toml:2: lanes.video.net.ceil: 12mbit is above rate 8mbit, but the lane may not borrow and is capped at its rate (set borrow = true, or drop ceil)"}},
 		{"lane rate above link", "[net]\nrate = \"10mbit\"\n[lanes.video]\nnet.rate = \"12mbit\"\n", []string{"lanes.toml:4: lanes.video.net.rate: 12mbit exceeds net.rate 10mbit"}},
 		{"lane rates sum above link", "[net]\nrate = \"10mbit\"\n[lanes.video]\nnet.rate = \"6mbit\"\n[lanes.voip]\nnet.rate = \"6mbit\"\n", []string{"lanes.toml:2: net.rate: 10mbit is less than the sum of the lanes' rates, 12mbit"}},
 		{"target", "[lanes.video]\nnet = { target = \"soon\" }\n", []string{`lanes.toml:2: lanes.video.net.target: invalid duration "soon"`}},
@@ -460,46 +463,50 @@ func FuzzParse(f *testing.F) {
 
 func TestParsePI(t *testing.T) {
 	const ms = time.Millisecond
+	fixed := func(d time.Duration) idletime.Policy { return idletime.Policy{Mode: idletime.Fixed, PI: d} }
 	tests := []struct {
 		in   string
-		mode PIMode
-		pi   time.Duration
+		want idletime.Policy
+		off  bool
 		err  string
 	}{
-		{"20ms", PIFixed, 20 * ms, ""},
-		{" 1.5s ", PIFixed, 1500 * ms, ""},
-		{"0", PIOff, 0, ""},
-		{"off", PIOff, 0, ""},
-		{"inf", PIFixed, PIInfinite, ""},
-		{"Infinite", PIFixed, PIInfinite, ""},
-		{"auto", PIAuto, 0, ""},
-		{"ADAPTIVE", PIAdaptive, 0, ""},
-		{"", "", 0, `PI "": want a duration`},
-		{"20", "", 0, `PI "20": want a duration`},
-		{"fast", "", 0, `PI "fast"`},
-		{"-5ms", "", 0, `PI "-5ms" is negative`},
+		{"20ms", fixed(20 * ms), false, ""},
+		{" 1.5s ", fixed(1500 * ms), false, ""},
+		{"0", fixed(0), true, ""},
+		{"off", fixed(0), true, ""},
+		{"inf", fixed(idletime.Infinite), false, ""},
+		{"Infinite", fixed(idletime.Infinite), false, ""},
+		{"auto", idletime.Policy{Mode: idletime.Auto}, false, ""},
+		{"ADAPTIVE", idletime.Policy{Mode: idletime.Adaptive}, false, ""},
+		{"", idletime.Policy{}, false, `PI "": want a duration`},
+		{"20", idletime.Policy{}, false, `PI "20": want a duration`},
+		{"fast", idletime.Policy{}, false, `PI "fast"`},
+		{"-5ms", idletime.Policy{}, false, `PI "-5ms" is negative`},
 	}
 	for _, tt := range tests {
-		mode, pi, err := ParsePI(tt.in)
+		got, err := ParsePI(tt.in)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("ParsePI(%q) error %v, want one with %q", tt.in, err, tt.err)
 			}
 			continue
 		}
-		if err != nil || mode != tt.mode || pi != tt.pi {
-			t.Errorf("ParsePI(%q) = %v, %v, %v; want %v, %v", tt.in, mode, pi, err, tt.mode, tt.pi)
+		if err != nil || got != tt.want || got.Off() != tt.off {
+			t.Errorf("ParsePI(%q) = %+v, %v (off %v); want %+v (off %v)", tt.in, got, err, got.Off(), tt.want, tt.off)
 		}
 	}
 }
 
 func TestIdletimeConfig(t *testing.T) {
 	d := Default()
-	if d.Net.Idle.PI.Mode != PIFixed || d.Net.Idle.PI.Length != 5*time.Millisecond || d.Net.Idle.PI.Min != 2*time.Millisecond || d.Net.Idle.PI.Max != 100*time.Millisecond || d.Net.Idle.PI.K != 1.5 || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
+	if want := (idletime.Policy{Mode: idletime.Fixed, PI: 5 * time.Millisecond, K: 1.5, Min: 2 * time.Millisecond, Max: 100 * time.Millisecond}); d.Net.Idle.PI != want || !d.Net.Idle.Mark || !d.Net.Idle.Follow {
 		t.Errorf("default net.idletime = %+v", d.Net.Idle)
 	}
-	if d.DiskIdle.PI.Mode != PIOff {
-		t.Errorf("default disk.idletime.pi = %v, want off", d.DiskIdle.PI.Mode)
+	if err := d.Net.Idle.PI.Validate(); err != nil {
+		t.Errorf("default net.idletime.pi: %v", err)
+	}
+	if !d.DiskIdle.PI.Off() {
+		t.Errorf("default disk.idletime.pi = %v, want off", d.DiskIdle.PI)
 	}
 	if d.Net.Idle.RTT != RTTMin {
 		t.Errorf("default net.idletime.pi_rtt = %q, want %q", d.Net.Idle.RTT, RTTMin)
@@ -521,21 +528,21 @@ func TestIdletimeConfig(t *testing.T) {
 	}
 	good := []struct {
 		text string
-		mode PIMode
+		mode idletime.Mode
 		pi   time.Duration
 	}{
 		{`[net.idletime]
-pi = "20ms"`, PIFixed, 20 * time.Millisecond},
+pi = "20ms"`, idletime.Fixed, 20 * time.Millisecond},
 		{`[net.idletime]
-pi = "0"`, PIOff, 0},
+pi = "0"`, idletime.Fixed, 0},
 		{`[net.idletime]
-pi = "off"`, PIOff, 0},
+pi = "off"`, idletime.Fixed, 0},
 		{`[net.idletime]
-pi = "inf"`, PIFixed, PIInfinite},
+pi = "inf"`, idletime.Fixed, idletime.Infinite},
 		{`[net.idletime]
 pi = "adaptive"
 pi_min = "1ms"
-pi_max = "50ms"`, PIAdaptive, 0},
+pi_max = "50ms"`, idletime.Adaptive, 0},
 	}
 	for _, tc := range good {
 		c, err := Parse("t.toml", []byte(tc.text))
@@ -543,7 +550,7 @@ pi_max = "50ms"`, PIAdaptive, 0},
 			t.Errorf("%q: %v", tc.text, err)
 			continue
 		}
-		if c.Net.Idle.PI.Mode != tc.mode || c.Net.Idle.PI.Length != tc.pi {
+		if c.Net.Idle.PI.Mode != tc.mode || c.Net.Idle.PI.PI != tc.pi {
 			t.Errorf("%q: got %+v", tc.text, c.Net.Idle.PI)
 		}
 	}

@@ -1,6 +1,10 @@
 package lane
 
-import "time"
+import (
+	"time"
+
+	"github.com/lanes-qos/lanes/idletime"
+)
 
 // Built-in lane names. Every configuration has these three; a config file
 // may change their settings but not remove them.
@@ -92,11 +96,16 @@ type Net struct {
 	// Priority orders lanes for strict-priority service: lower is served
 	// first. Built-ins: interactive 0, normal 1, background 7 (lowest).
 	Priority int
-	// Rate is the guaranteed rate; Ceil the most the lane may use.
+	// Rate is the guaranteed rate; Ceil the most the lane may use (0:
+	// the interface rate, or Rate for a lane with a rate that may not
+	// borrow).
 	Rate uint64
 	Ceil uint64
-	// Borrow: the lane may use capacity other lanes leave idle (above Rate).
-	// Background lanes only ever borrow.
+	// Borrow: the lane may use capacity other lanes leave idle, above
+	// Rate. A lane with a Rate that may not borrow is capped at its Rate
+	// (a Ceil above it is an error). A lane without a Rate that borrows
+	// (background) is guaranteed only a minimal rate and otherwise uses
+	// only what others leave.
 	Borrow bool
 	// Target is the leaf queue's target delay (byte FIFO sizing, fq_codel target).
 	Target time.Duration
@@ -144,51 +153,20 @@ type NetGlobal struct {
 	Idle NetIdletime
 }
 
-// PIMode is how a preemption interval's length is chosen.
-type PIMode string
-
-// PI modes.
-const (
-	// PIOff: no preemption interval — background lanes are served at
-	// strict lowest priority only (the paper's PI = 0); Mark and Follow
-	// still apply.
-	PIOff PIMode = "off"
-	// PIFixed: a configured length; Infinite (PIInfinite) never lets
-	// background start after foreground.
-	PIFixed PIMode = "fixed"
-	// PIAuto: K × the RTT of foreground TCP flows (NetIdletime.RTT: their
-	// minimum or their smoothed RTT), in [Min, Max].
-	PIAuto PIMode = "auto"
-	// PIAdaptive: lengthened on preemptions inside a foreground burst
-	// (idletime.Policy.Adapt), shortened when foreground
-	// arrives at an idle resource or within the interval, in [Min, Max].
-	PIAdaptive PIMode = "adaptive"
-)
-
-// PIInfinite is the fixed PI written "inf" (idletime.Infinite).
-const PIInfinite time.Duration = 1<<63 - 1
-
-// PI is a preemption-interval setting.
-type PI struct {
-	Mode PIMode
-	// Length for PIFixed.
-	Length time.Duration
-	// Min and Max bound PIAuto and PIAdaptive.
-	Min, Max time.Duration
-	// K is PIAuto's multiple of the foreground flows' RTT.
-	K float64
-}
-
 // NetIdletime configures idletime scheduling on the managed interfaces.
 type NetIdletime struct {
-	PI PI
+	// PI is how the preemption interval's length is chosen (config: pi,
+	// pi_min, pi_max, pi_k). PI.Off() (pi = "off" or "0"): no
+	// preemption intervals, background lanes are served at strict lowest
+	// priority only (the paper's PI = 0); Mark and Follow still apply.
+	PI idletime.Policy
 	// Mark: background packets leave with DSCP LE (RFC 8622), so lanes on
 	// the receiving host can keep the flow's ACKs and replies background.
 	Mark bool
 	// Follow: an incoming packet marked LE (or CS1) makes its local socket
 	// background, so its replies and ACKs are background here too.
 	Follow bool
-	// RTT is the round-trip time PIAuto multiplies: RTTMin (the flows'
+	// RTT is the round-trip time idletime.Auto multiplies: RTTMin (the flows'
 	// minimum RTT, the path without queues) or RTTSmoothed (their smoothed
 	// RTT, which includes the queue the flows build themselves).
 	RTT string
@@ -204,7 +182,8 @@ const (
 // background I/O of lanes whose disk class is idle is held for a
 // preemption interval after foreground I/O.
 type DiskIdletime struct {
-	PI PI
+	// PI is as NetIdletime.PI; never idletime.Auto (no RTT on a disk).
+	PI idletime.Policy
 	// Devices are the block devices (/dev/sda) to manage; required when
 	// PI is on.
 	Devices []string

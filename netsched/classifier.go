@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lanes-qos/lanes/internal/netprobe"
+	"github.com/lanes-qos/lanes/lane"
 )
 
 // Classifier chooses how an Enforcer puts packets in lanes.
@@ -40,6 +41,15 @@ func ParseClassifier(s string) (Classifier, error) {
 		}
 	}
 	return 0, fmt.Errorf("unknown classifier %q (want auto or u32)", s)
+}
+
+// ClassifierOf is the classifier cfg asks for (net.classifier): "ports"
+// is ClassifyU32, anything else ClassifyAuto.
+func ClassifierOf(cfg *lane.Config) Classifier {
+	if cfg.Net.Classifier == "ports" {
+		return ClassifyU32
+	}
+	return ClassifyAuto
 }
 
 // WithClassifier makes the Enforcer classify with c instead of choosing

@@ -67,7 +67,7 @@ func TestParseClassifier(t *testing.T) {
 // TestBuildPlanPorts: a lane's port rules travel with its class.
 func TestBuildPlanPorts(t *testing.T) {
 	cfg := mustParse(t, "[net]\nrate = \"19mbit\"\n[lanes.video]\nnet.ports = [\"tcp/5301\", \"5400-5410\"]\n")
-	p, err := BuildPlan(cfg, "eth0", LeafHeadDrop)
+	p, err := BuildPlan(cfg, "eth0", Caps{Leaf: LeafHeadDrop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +107,10 @@ func TestBuildPlanTooManyPortRules(t *testing.T) {
 	many := func(n int) string {
 		return "[net]\nrate = \"19mbit\"\n[lanes.video]\nnet.ports = [" + strings.Repeat(`"2-65534", `, n) + "]\n"
 	}
-	if _, err := BuildPlan(mustParse(t, many(fit)), "eth0", LeafHeadDrop); err != nil {
+	if _, err := BuildPlan(mustParse(t, many(fit)), "eth0", Caps{Leaf: LeafHeadDrop}); err != nil {
 		t.Errorf("%d wide ranges (%d filters): %v", fit, fit*per, err)
 	}
-	_, err := BuildPlan(mustParse(t, many(fit+1)), "eth0", LeafHeadDrop)
+	_, err := BuildPlan(mustParse(t, many(fit+1)), "eth0", Caps{Leaf: LeafHeadDrop})
 	if want := fmt.Sprintf("need %d u32 filters", (fit+1)*per); !errors.Is(err, ErrBadPlan) || !strings.Contains(err.Error(), want) {
 		t.Errorf("%d wide ranges: %v, want ErrBadPlan with %q", fit+1, err, want)
 	}

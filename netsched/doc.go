@@ -1,16 +1,29 @@
 // Package netsched enforces lanes on the network: per managed interface an
-// HTB tree with one class per lane (leaf fq_codel, or a byte FIFO sized to a
-// target delay where the kernel lacks fq_codel), BPF classification of
-// every socket by its lane, and an IFB with the same tree for the download
-// direction. Only the daemon and `lanes run` use it; the CLI and the API
-// types must not import it.
+// HTB tree with one class per lane (leaf fq_codel, or where the kernel
+// lacks it a head-drop packet FIFO on upload and a byte FIFO on download,
+// sized to a target delay), BPF classification of every socket by its
+// lane, and an IFB with the same tree for the download direction. Only
+// the daemon uses it (enforce reaches it through its Net interface, which
+// the daemon sets; daemon-less `lanes run` shapes no network). The CLI and
+// the API types must not import it: `lanes doctor` asks lanesd, or probes
+// with internal/netprobe.
 //
-// BuildPlan turns a configuration into a Plan (pure, golden-tested). An
+// BuildPlan turns a configuration (its [net] section and its lanes) and
+// the kernel's Caps into the whole Plan of an interface, idletime
+// included: it is the one place where those settings become a tree (pure,
+// golden-tested). Interfaces and ClassifierOf read which interfaces and
+// which classifier a configuration asks for. An
 // Enforcer applies plans: Apply (idempotent; on error nothing of lanes is
 // left and the original root qdisc is back), then BindLane for each lane's
 // cgroup v2 directory, MoveSockets after a process moved lanes, Stats for
 // counters, Remove to restore an interface, Close at exit. Cleanup removes
 // a crashed run's leftovers; a new Enforcer's Apply adopts them instead.
+//
+// Records: given a state store (WithStore), the Enforcer records each
+// interface it shapes (state.KindQdisc: the rate, the original root tree
+// and segment sizes) before it changes it, and deletes the record once the
+// interface is given back; CleanupRecorded, at the start after a crash,
+// runs Cleanup and gives each recorded interface its tree and sizes back.
 //
 // Every tree has the root handle Major ("4c4e:"); a lane's class id
 // (Major:minor) is also the socket priority that puts a socket in that
@@ -38,9 +51,10 @@
 // the BPF ingress helpers are missing.
 //
 // Idletime (seed 003's preemption intervals; idle_linux.go has the
-// mechanism): Plan.WithIdletime makes lanes idletime background (their
-// leaves become TBFs that can be held), marks their uploads DSCP LE and
-// makes receiving sockets follow LE/CS1 senders into them. After Apply,
+// mechanism): BuildPlan makes the lanes with net.idletime idletime
+// background (their leaves become TBFs that can be held, unless pi is
+// "off"), marks their uploads DSCP LE and makes receiving sockets follow
+// LE/CS1 senders into them, all as [net.idletime] says. After Apply,
 // the daemon gets the gates (IdleGates per interface, or AllIdleGates),
 // starts IdleEvents once with the same gates, and hands both to the
 // idletime Controller, which calls Release after each preemption interval

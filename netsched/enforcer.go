@@ -1,6 +1,12 @@
 package netsched
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/state"
+)
 
 // Direction of a lane's counters.
 const (
@@ -28,6 +34,7 @@ type LaneStats struct {
 type Option func(*options)
 
 type options struct {
+	store          *state.Store // records of shaped interfaces (WithStore); nil: none
 	netnsPath      string
 	classifier     Classifier
 	noIdleAutoHold bool
@@ -74,3 +81,20 @@ const PinDir = "/sys/fs/bpf/lanes"
 // ErrIdleReaderRunning is returned by IdleEvents while an earlier reader
 // has not ended yet (it ends shortly after its context is cancelled).
 var ErrIdleReaderRunning = errors.New("a reader is already running")
+
+// Caps are the enforcer's probed capabilities, the input of BuildPlan
+// beside the config.
+func (e *Enforcer) Caps() Caps { return Caps{Leaf: e.Leaf(), Idletime: e.IdletimeErr()} }
+
+// Interfaces returns the interfaces cfg shapes: its net.interfaces, or
+// the interface of the default route.
+func Interfaces(cfg *lane.Config) ([]string, error) {
+	if len(cfg.Net.Interfaces) > 0 {
+		return cfg.Net.Interfaces, nil
+	}
+	dev, err := DefaultRouteInterface()
+	if err != nil {
+		return nil, fmt.Errorf("net: no interfaces configured and no default route: %w", err)
+	}
+	return []string{dev}, nil
+}

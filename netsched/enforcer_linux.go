@@ -18,6 +18,7 @@ import (
 
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/state"
 )
 
 // Enforcer applies Plans to interfaces and classifies sockets by lane. It is
@@ -274,18 +275,28 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 	if st != nil && reflect.DeepEqual(st.plan, p) && e.rootIsOurs(dev) {
 		return nil
 	}
+	// Record first, then change: here, after the original root tree is
+	// known, and before the segment sizes are bounded (boundSegments).
+	if err := e.record(p.Iface, p.Rate, st); err != nil {
+		return fmt.Errorf("apply %s: %w", p.Iface, err)
+	}
 	if st == nil {
 		st = &ifaceState{last: map[statKey]sample{}}
 		if err := e.takeOriginal(dev, st, p); err != nil {
 			if errors.Is(err, ErrRootNotRestorable) {
 				e.refused[p.Iface] = err
 			}
+			e.unrecord(p.Iface)
 			return fmt.Errorf("apply %s: %w", p.Iface, err)
 		}
 		delete(e.refused, p.Iface)
 		// Adopting a crashed run's tree: a clsact holding lanes' filters
 		// was lanes' (it goes once it is empty).
 		st.addedClsact = hasLanesFilters(e, dev)
+		if err := e.record(p.Iface, p.Rate, st); err != nil {
+			e.unrecord(p.Iface)
+			return fmt.Errorf("apply %s: %w", p.Iface, err)
+		}
 	}
 	if err := e.apply(ctx, dev, st, p); err != nil {
 		e.logf("netsched: apply %s failed, removing lanes' tree: %v", p.Iface, err)
@@ -293,6 +304,7 @@ func (e *Enforcer) Apply(ctx context.Context, p Plan) error {
 			err = errors.Join(err, fmt.Errorf("undo: %w", rerr))
 		}
 		delete(e.ifaces, p.Iface)
+		e.unrecord(p.Iface)
 		return fmt.Errorf("apply %s: %w", p.Iface, err)
 	}
 	p.Classes = slices.Clone(p.Classes) // the caller keeps its slice
@@ -668,10 +680,38 @@ func (e *Enforcer) Remove(iface string) error {
 	}
 	err = e.teardown(dev, st)
 	delete(e.ifaces, iface)
+	e.unrecord(iface)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", iface, err)
 	}
 	return nil
+}
+
+// record writes iface's state record with what st knows of the
+// interface's original (with a store only; st may be nil).
+func (e *Enforcer) record(iface string, rate uint64, st *ifaceState) error {
+	if e.opts.store == nil {
+		return nil
+	}
+	r := ifaceRecord{Iface: iface, Rate: rate}
+	if st != nil {
+		r.Sizes, r.Tree = st.sizes, st.snap
+	}
+	if err := e.opts.store.Put(state.KindQdisc, iface, r); err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	return nil
+}
+
+// unrecord deletes iface's state record once lanes has given the
+// interface back.
+func (e *Enforcer) unrecord(iface string) {
+	if e.opts.store == nil {
+		return
+	}
+	if err := e.opts.store.Delete(state.KindQdisc, iface); err != nil {
+		e.logf("netsched: %s: delete record: %v", iface, err)
+	}
 }
 
 // teardown deletes everything lanes put on dev and restores st.orig.

@@ -47,11 +47,13 @@ func newEnforcer(t *testing.T, ns string, log *opLog) *Enforcer {
 	return e
 }
 
+// testPlan is toml's tree on iface without its idletime part (the
+// enforcer tests' plans; the idletime tests add theirs with withIdletime).
 func testPlan(t *testing.T, toml, iface string, leaf LeafKind) Plan {
 	t.Helper()
-	p, err := BuildPlan(mustParse(t, toml), iface, leaf)
+	p, err := buildTree(mustParse(t, toml), iface, leaf)
 	if err != nil {
-		t.Fatalf("BuildPlan: %v", err)
+		t.Fatalf("buildTree: %v", err)
 	}
 	return p
 }
@@ -196,7 +198,7 @@ func TestApplyBadInput(t *testing.T) {
 		})
 	}
 	// BuildPlan rejects the same inputs before anything is applied.
-	if _, err := BuildPlan(lane.Default(), "v-a", LeafHeadDrop); !errors.Is(err, ErrBadPlan) {
+	if _, err := BuildPlan(lane.Default(), "v-a", Caps{Leaf: LeafHeadDrop}); !errors.Is(err, ErrBadPlan) {
 		t.Errorf("BuildPlan without net.rate = %v, want ErrBadPlan", err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
 	"github.com/lanes-qos/lanes/idletime"
+	"github.com/lanes-qos/lanes/internal/monoclock"
 )
 
 // Idletime on the network (seed 003's preemption intervals), the kernel
@@ -692,11 +693,7 @@ func (e *Enforcer) IdleEvents(ctx context.Context, gates ...idletime.Gate) (<-ch
 
 // monoNow returns the CLOCK_MONOTONIC time, the clock of the kernel's
 // stamps.
-func monoNow() idletime.Mono {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return idletime.Mono(ts.Nano())
-}
+func monoNow() idletime.Mono { return idletime.Mono(monoclock.Now()) }
 
 // idleGateStats are a gate's kernel counters (tests, debugging).
 type idleGateStats struct {

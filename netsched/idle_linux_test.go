@@ -44,7 +44,7 @@ func newIdleTopo(t *testing.T) *topo {
 
 // idleOn applies the idletime plan on ns's iface and returns the enforcer,
 // the plan and the gates (egress, ingress; none with o.NoHold).
-func idleOn(t *testing.T, ns, iface string, o Idletime, opts ...Option) (*Enforcer, [2]*netGate) {
+func idleOn(t *testing.T, ns, iface string, o idletimeSpec, opts ...Option) (*Enforcer, [2]*netGate) {
 	t.Helper()
 	quiet := &opLog{}
 	e, err := New(quiet.logf, append([]Option{WithNetns(nsPath(ns))}, opts...)...)
@@ -55,7 +55,7 @@ func idleOn(t *testing.T, ns, iface string, o Idletime, opts ...Option) (*Enforc
 	if e.idleErr != nil {
 		t.Skipf("idletime unavailable: %v", e.idleErr)
 	}
-	p, err := testPlan(t, idleConfig, iface, e.Leaf()).WithIdletime(o)
+	p, err := testPlan(t, idleConfig, iface, e.Leaf()).withIdletime(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func waitGrowth(t *testing.T, e *Enforcer, iface, dir, laneName string, from uin
 func TestIdleHoldRelease(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newIdleTopo(t)
-	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
+	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}})
 	tests := []struct {
 		name string
 		dir  string
@@ -336,7 +336,7 @@ func TestIdleHoldRelease(t *testing.T) {
 func TestIdleEvents(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newIdleTopo(t)
-	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
+	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	all := e.AllIdleGates()
@@ -443,7 +443,7 @@ func TestIdleEvents(t *testing.T) {
 func TestIdleQuietLane(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newIdleTopo(t)
-	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive}})
+	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs, err := e.IdleEvents(ctx, gates[dirEgress], gates[dirIngress])
@@ -513,7 +513,7 @@ func TestIdleQuietLane(t *testing.T) {
 func TestIdleForegroundRTT(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newIdleTopo(t)
-	e, _ := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
+	e, _ := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}})
 	if min, srtt := e.ForegroundRTT(tp.srcIf, false), e.ForegroundRTT(tp.srcIf, true); min != 0 || srtt != 0 {
 		t.Fatalf("before any TCP: min %v smoothed %v, want 0", min, srtt)
 	}
@@ -578,7 +578,7 @@ func TestIdleReactionTime(t *testing.T) {
 
 func reactionTime(t *testing.T, opts ...Option) {
 	tp := newIdleTopo(t)
-	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}}, opts...)
+	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}}, opts...)
 	g := gates[dirEgress]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -641,7 +641,7 @@ func reactionTime(t *testing.T, opts ...Option) {
 func TestIdleNetlinkCost(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newIdleTopo(t)
-	_, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
+	_, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}})
 	g := gates[dirEgress]
 	var hs, rs []time.Duration
 	for i := 0; i < 300; i++ {
@@ -692,7 +692,7 @@ func TestIdleMarkAndFollow(t *testing.T) {
 
 func testMarkAndFollow(t *testing.T, noHold bool) {
 	tp := newIdleTopo(t)
-	o := Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true, NoHold: noHold}
+	o := idletimeSpec{Lanes: []string{lane.Background}, Mark: true, Follow: true, NoHold: noHold}
 	idleOn(t, tp.src, tp.srcIf, o)
 	eDst, _ := idleOn(t, tp.dst, "v-dst", o)
 	counts := func() (ackBg, ackAll, dataBg, dataAll uint64) {
@@ -740,7 +740,7 @@ func testMarkAndFollow(t *testing.T, noHold bool) {
 func TestIdleGatesLifecycle(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newIdleTopo(t)
-	e, gates := idleOn(t, tp.src, tp.srcIf, Idletime{Lanes: []string{lane.Background}})
+	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}})
 	if err := gates[dirEgress].Hold(); err != nil {
 		t.Fatal(err)
 	}

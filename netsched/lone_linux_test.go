@@ -189,7 +189,7 @@ func TestLoneFlow(t *testing.T) {
 					base[key{cc, reverse}] = loneFlow(t, tp, "", cc, port, reverse)
 				}
 			}
-			l := setupLanesWith(t, tp, loneConfig, Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true})
+			l := setupLanesWith(t, tp, loneConfig, idletimeSpec{Lanes: []string{lane.Background}, Mark: true, Follow: true})
 			for _, ln := range []string{lane.Normal, lane.Interactive, lane.Background} {
 				for _, cc := range []string{"cubic", "bbr"} {
 					for _, reverse := range []bool{false, true} {

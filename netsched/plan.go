@@ -162,11 +162,24 @@ type Plan struct {
 	ReplaceRoot bool `json:"replace_root,omitempty"`
 }
 
-// Idletime says which lanes of a plan are idletime background and how
-// background travels between hosts.
-type Idletime struct {
+// Caps are what the kernel offers the plans of one Enforcer, as it probed
+// them (Enforcer.Caps).
+type Caps struct {
+	// Leaf is the leaf qdisc of every lane class: LeafFqCodel, or
+	// LeafHeadDrop where the kernel has no fq_codel.
+	Leaf LeafKind
+	// Idletime is why the idletime gates cannot be built (nil: they can).
+	// Plans then have no idletime part at all: the lanes with
+	// net.idletime stay strict lowest-priority classes, unmarked.
+	Idletime error
+}
+
+// idletimeSpec says which lanes of a plan are idletime background and how
+// background travels between hosts: the config's [net.idletime] and the
+// lanes' net.idletime and net.preempts (idletimeOf).
+type idletimeSpec struct {
 	// Lanes are the idletime background lanes (config: the lanes with
-	// net.idletime = true).
+	// net.idletime = true), in config order.
 	Lanes []string
 	// Mark: these lanes' upload packets carry DSCP LE.
 	Mark bool
@@ -183,6 +196,29 @@ type Idletime struct {
 	NoHold bool
 }
 
+// idletimeOf is the idletime part of cfg's plans: the lanes with
+// net.idletime. Without a preemption interval (pi = "off") they get no
+// gates but are still marked and followed. Follow needs the download
+// direction shaped (that is where marked packets are seen).
+func idletimeOf(cfg *lane.Config) idletimeSpec {
+	o := idletimeSpec{Mark: cfg.Net.Idle.Mark, Follow: cfg.Net.Idle.Follow && cfg.Net.Ingress, NoHold: cfg.Net.Idle.PI.Off()}
+	for _, name := range laneOrder(cfg) {
+		switch l := cfg.Lanes[name]; {
+		case l.Net.Idletime:
+			o.Lanes = append(o.Lanes, name)
+		case l.Net.Quiet:
+			o.Quiet = append(o.Quiet, name)
+		}
+	}
+	return o
+}
+
+// WantsIdletime reports whether cfg's plans have idletime lanes when the
+// kernel allows them (Caps.Idletime nil).
+func WantsIdletime(cfg *lane.Config) bool {
+	return cfg != nil && len(idletimeOf(cfg).Lanes) > 0
+}
+
 // Idle reports whether the plan has idletime background lanes.
 func (p Plan) Idle() bool {
 	for _, c := range p.Classes {
@@ -193,13 +229,12 @@ func (p Plan) Idle() bool {
 	return false
 }
 
-// WithIdletime returns p with the idletime lanes of o: their leaves become
+// withIdletime returns p with the idletime lanes of o: their leaves become
 // TBFs over a byte FIFO (holding their target delay at their ceiling; the
 // enforcer adds room for the device's largest packets) that the gates can
-// hold (not with o.NoHold), and Mark
-// and Follow are set. With no lanes it returns p unchanged. p itself is
-// not modified.
-func (p Plan) WithIdletime(o Idletime) (Plan, error) {
+// hold (not with o.NoHold), and Mark and Follow are set. With no lanes it
+// returns p unchanged. p itself is not modified.
+func (p Plan) withIdletime(o idletimeSpec) (Plan, error) {
 	if len(o.Lanes) == 0 {
 		return p, nil
 	}
@@ -265,16 +300,40 @@ func (p Plan) Class(laneName string) (Class, bool) {
 // ErrBadPlan is wrapped by every BuildPlan error.
 var ErrBadPlan = errors.New("bad network plan")
 
-// BuildPlan computes the tree for iface from cfg. It is pure and
-// deterministic.
+// BuildPlan computes the whole tree for iface from cfg — its net section
+// and its lanes, idletime included — and the kernel's caps. It is the one
+// place where the config's network and idletime settings become a tree;
+// it is pure and deterministic.
 //
-// Rates: a lane's Rate is guaranteed as configured. A borrowing lane without
-// a rate (background) is guaranteed only 1% of the interface rate and is
-// served last, so it gets what the others leave idle. The other lanes
-// without a rate share what remains equally. Every lane's ceiling is its
+// Idletime (cfg.Net.Idle, the lanes' net.idletime and net.preempts): the
+// idletime lanes' leaves are TBFs the gates can hold, unless pi is "off"
+// (no gates; their packets are still marked and followed), or caps say
+// the kernel cannot build gates (no idletime part at all).
+//
+// Rates (docs/CONFIG.md, net.rate, net.ceil, net.borrow): a lane's Rate is
+// guaranteed as configured; a lane with a rate that may not borrow is
+// capped at it (its ceiling is its rate), one that may borrow goes up to
+// its Ceil, or the interface rate. A borrowing lane without a rate
+// (background) is guaranteed only 1% of the interface rate and is served
+// last, so it gets what the others leave idle. The other lanes without a
+// rate share what remains equally as their guarantee. A lane without a
+// rate has no guarantee of its own to be capped at: its ceiling is its
 // Ceil, or the interface rate. HTB lends idle capacity by priority: lower
 // Prio borrows first.
-func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
+func BuildPlan(cfg *lane.Config, iface string, caps Caps) (Plan, error) {
+	p, err := buildTree(cfg, iface, caps.Leaf)
+	if err != nil {
+		return Plan{}, err
+	}
+	if caps.Idletime != nil {
+		return p, nil
+	}
+	return p.withIdletime(idletimeOf(cfg))
+}
+
+// buildTree is BuildPlan without idletime: every lane's class with a leaf
+// of kind leaf.
+func buildTree(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 	if cfg == nil {
 		return Plan{}, fmt.Errorf("%w: no configuration", ErrBadPlan)
 	}
@@ -341,6 +400,13 @@ func BuildPlan(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 		case n.Rate != 0:
 			c.Rate = n.Rate
 			fixed += n.Rate
+			if !n.Borrow {
+				// A lane that may not borrow is capped at its rate.
+				if n.Ceil > n.Rate {
+					return Plan{}, fmt.Errorf("%w: lane %s: ceil %s above rate %s needs borrow = true", ErrBadPlan, name, lane.FormatRate(n.Ceil), lane.FormatRate(n.Rate))
+				}
+				c.Ceil = min(n.Rate, link)
+			}
 		case n.Borrow:
 			c.Rate = floor
 			fixed += floor

@@ -45,7 +45,7 @@ net = { priority = 2, ceil = "5mbit", target = "10ms" }
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := BuildPlan(mustParse(t, tt.toml), tt.iface, tt.leaf)
+			p, err := BuildPlan(mustParse(t, tt.toml), tt.iface, Caps{Leaf: tt.leaf})
 			if err != nil {
 				t.Fatalf("BuildPlan: %v", err)
 			}
@@ -67,7 +67,7 @@ net = { priority = 2, ceil = "5mbit", target = "10ms" }
 			if !bytes.Equal(got, want) {
 				t.Errorf("plan differs from %s:\ngot:\n%s\nwant:\n%s", path, got, want)
 			}
-			again, _ := BuildPlan(mustParse(t, tt.toml), tt.iface, tt.leaf)
+			again, _ := BuildPlan(mustParse(t, tt.toml), tt.iface, Caps{Leaf: tt.leaf})
 			if b, _ := json.MarshalIndent(again, "", "  "); !bytes.Equal(append(b, '\n'), got) {
 				t.Error("BuildPlan is not deterministic")
 			}
@@ -77,7 +77,7 @@ net = { priority = 2, ceil = "5mbit", target = "10ms" }
 
 func TestBuildPlanProperties(t *testing.T) {
 	cfg := mustParse(t, "[net]\nrate = \"19mbit\"\n")
-	p, err := BuildPlan(cfg, "eth0", LeafHeadDrop)
+	p, err := BuildPlan(cfg, "eth0", Caps{Leaf: LeafHeadDrop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestBuildPlanBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := BuildPlan(tt.cfg, tt.iface, tt.leaf)
+			_, err := BuildPlan(tt.cfg, tt.iface, Caps{Leaf: tt.leaf})
 			if !errors.Is(err, ErrBadPlan) {
 				t.Fatalf("BuildPlan = %v, want an error wrapping ErrBadPlan", err)
 			}
@@ -134,44 +134,86 @@ func TestBuildPlanBadInput(t *testing.T) {
 	}
 }
 
-// TestWithIdletime: idletime lanes get a TBF leaf with a byte limit and
+// TestBorrow: net.borrow as docs/CONFIG.md gives it. A lane with a rate
+// that may not borrow is capped at its rate; one that may borrow goes up
+// to its ceil or the link; lanes without a rate keep the link as their
+// ceiling, a borrowing one (background) guaranteed only the floor.
+func TestBorrow(t *testing.T) {
+	const link = 19_000_000
+	tests := []struct {
+		name     string
+		net      string
+		wantRate uint64
+		wantCeil uint64
+	}{
+		{"rate, no borrow: capped at its rate", `{ rate = "8mbit" }`, 8_000_000, 8_000_000},
+		{"rate, borrow false: capped at its rate", `{ rate = "8mbit", borrow = false }`, 8_000_000, 8_000_000},
+		{"rate, borrow: up to the link", `{ rate = "8mbit", borrow = true }`, 8_000_000, link},
+		{"rate, borrow, ceil: up to the ceil", `{ rate = "8mbit", ceil = "12mbit", borrow = true }`, 8_000_000, 12_000_000},
+		{"rate equal to ceil, no borrow", `{ rate = "8mbit", ceil = "8mbit" }`, 8_000_000, 8_000_000},
+		{"no rate, borrow: the floor, up to the link", `{ borrow = true }`, link / 100, link},
+		{"no rate, no borrow: a share, up to the link", `{ priority = 2 }`, 0, link},
+		{"no rate, ceil", `{ ceil = "5mbit" }`, 0, 5_000_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := BuildPlan(mustParse(t, "[net]\nrate = \"19mbit\"\n[lanes.x]\nnet = "+tt.net+"\n"), "eth0", Caps{Leaf: LeafHeadDrop})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := p.Class("x")
+			if (tt.wantRate != 0 && c.Rate != tt.wantRate) || c.Rate == 0 || c.Ceil != tt.wantCeil || c.Rate > c.Ceil {
+				t.Errorf("class rate %d ceil %d, want rate %d ceil %d", c.Rate, c.Ceil, tt.wantRate, tt.wantCeil)
+			}
+		})
+	}
+	// The plan refuses what the config parser refuses, for a config built
+	// in code.
+	cfg := mustParse(t, "[net]\nrate = \"19mbit\"\n[lanes.x]\nnet = { rate = \"8mbit\", borrow = true, ceil = \"12mbit\" }\n")
+	cfg.Lanes["x"].Net.Borrow = false
+	if _, err := BuildPlan(cfg, "eth0", Caps{Leaf: LeafHeadDrop}); !errors.Is(err, ErrBadPlan) {
+		t.Errorf("ceil above rate without borrow: %v, want ErrBadPlan", err)
+	}
+}
+
+// TestWithIdletimeLanes: idletime lanes get a TBF leaf with a byte limit and
 // their own handle; Mark and Follow are set; bad requests fail.
-func TestWithIdletime(t *testing.T) {
+func TestWithIdletimeLanes(t *testing.T) {
 	const cfg = "[net]\nrate = \"100mbit\"\ningress = true\n[lanes.bulk]\nnet = { priority = 6, borrow = true }\n"
 	bg := ClassID(Major, backgroundMinor)
 	tests := []struct {
 		name       string
 		leaf       LeafKind
-		o          Idletime
+		o          idletimeSpec
 		wantErr    bool
 		wantIdle   []string
 		wantFollow uint32
 	}{
-		{"off", LeafHeadDrop, Idletime{}, false, nil, 0},
-		{"background, head-drop plan", LeafHeadDrop, Idletime{Lanes: []string{lane.Background}}, false, []string{lane.Background}, 0},
-		{"two lanes, fq_codel plan, mark and follow", LeafFqCodel, Idletime{Lanes: []string{"bulk", lane.Background}, Mark: true, Follow: true}, false, []string{lane.Background, "bulk"}, bg},
-		{"unknown lane", LeafHeadDrop, Idletime{Lanes: []string{"nope"}}, true, nil, 0},
-		{"the default lane", LeafHeadDrop, Idletime{Lanes: []string{lane.Normal}}, true, nil, 0},
-		{"quiet interactive", LeafHeadDrop, Idletime{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive, lane.Background}}, false, []string{lane.Background}, 0},
-		{"unknown quiet lane", LeafHeadDrop, Idletime{Lanes: []string{lane.Background}, Quiet: []string{"nope"}}, true, nil, 0},
+		{"off", LeafHeadDrop, idletimeSpec{}, false, nil, 0},
+		{"background, head-drop plan", LeafHeadDrop, idletimeSpec{Lanes: []string{lane.Background}}, false, []string{lane.Background}, 0},
+		{"two lanes, fq_codel plan, mark and follow", LeafFqCodel, idletimeSpec{Lanes: []string{"bulk", lane.Background}, Mark: true, Follow: true}, false, []string{lane.Background, "bulk"}, bg},
+		{"unknown lane", LeafHeadDrop, idletimeSpec{Lanes: []string{"nope"}}, true, nil, 0},
+		{"the default lane", LeafHeadDrop, idletimeSpec{Lanes: []string{lane.Normal}}, true, nil, 0},
+		{"quiet interactive", LeafHeadDrop, idletimeSpec{Lanes: []string{lane.Background}, Quiet: []string{lane.Interactive, lane.Background}}, false, []string{lane.Background}, 0},
+		{"unknown quiet lane", LeafHeadDrop, idletimeSpec{Lanes: []string{lane.Background}, Quiet: []string{"nope"}}, true, nil, 0},
 		// pi = "off": no gates, but marked and followed.
-		{"no hold, mark and follow", LeafHeadDrop, Idletime{Lanes: []string{lane.Background}, Mark: true, Follow: true, NoHold: true, Quiet: []string{lane.Interactive}}, false, nil, bg},
-		{"no hold, fq_codel plan", LeafFqCodel, Idletime{Lanes: []string{"bulk", lane.Background}, Follow: true, NoHold: true}, false, nil, bg},
-		{"no hold, the default lane", LeafHeadDrop, Idletime{Lanes: []string{lane.Normal}, NoHold: true}, true, nil, 0},
+		{"no hold, mark and follow", LeafHeadDrop, idletimeSpec{Lanes: []string{lane.Background}, Mark: true, Follow: true, NoHold: true, Quiet: []string{lane.Interactive}}, false, nil, bg},
+		{"no hold, fq_codel plan", LeafFqCodel, idletimeSpec{Lanes: []string{"bulk", lane.Background}, Follow: true, NoHold: true}, false, nil, bg},
+		{"no hold, the default lane", LeafHeadDrop, idletimeSpec{Lanes: []string{lane.Normal}, NoHold: true}, true, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := BuildPlan(mustParse(t, cfg), "eth0", tt.leaf)
+			p, err := buildTree(mustParse(t, cfg), "eth0", tt.leaf)
 			if err != nil {
 				t.Fatal(err)
 			}
 			orig := slices.Clone(p.Classes)
-			q, err := p.WithIdletime(tt.o)
+			q, err := p.withIdletime(tt.o)
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("WithIdletime: %v, want error %v", err, tt.wantErr)
+				t.Fatalf("withIdletime: %v, want error %v", err, tt.wantErr)
 			}
 			if !reflect.DeepEqual(p.Classes, orig) {
-				t.Error("WithIdletime modified its receiver's classes")
+				t.Error("withIdletime modified its receiver's classes")
 			}
 			if err != nil {
 				return
@@ -198,8 +240,80 @@ func TestWithIdletime(t *testing.T) {
 			}
 		})
 	}
-	p, _ := BuildPlan(mustParse(t, "[net]\nrate = \"100mbit\"\n"), "eth0", LeafHeadDrop)
-	if _, err := p.WithIdletime(Idletime{Lanes: []string{lane.Background}, Follow: true}); !errors.Is(err, ErrBadPlan) {
+	p, _ := buildTree(mustParse(t, "[net]\nrate = \"100mbit\"\n"), "eth0", LeafHeadDrop)
+	if _, err := p.withIdletime(idletimeSpec{Lanes: []string{lane.Background}, Follow: true}); !errors.Is(err, ErrBadPlan) {
 		t.Errorf("follow without ingress: %v, want ErrBadPlan", err)
+	}
+}
+
+// TestIdletimeOf: the plans' idletime part follows [net.idletime] and the
+// lanes' net.idletime and net.preempts; pi = "off" takes the gates away
+// but keeps marking and following.
+func TestIdletimeOf(t *testing.T) {
+	bg := []string{lane.Background}
+	for _, tc := range []struct {
+		name, toml string
+		want       idletimeSpec
+	}{
+		{"defaults", "", idletimeSpec{Lanes: bg, Mark: true}},
+		{"ingress: follow", "[net]\ningress = true\n", idletimeSpec{Lanes: bg, Mark: true, Follow: true}},
+		{"pi off keeps mark and follow", "[net]\ningress = true\n[net.idletime]\npi = \"off\"\n",
+			idletimeSpec{Lanes: bg, Mark: true, Follow: true, NoHold: true}},
+		{"pi off, no mark, no follow", "[net]\ningress = true\n[net.idletime]\npi = \"off\"\nmark = false\nfollow = false\n",
+			idletimeSpec{Lanes: bg, NoHold: true}},
+		{"quiet interactive", "[net.idletime]\npi = \"20ms\"\n[lanes.interactive]\nnet = { preempts = false }\n",
+			idletimeSpec{Lanes: bg, Mark: true, Quiet: []string{lane.Interactive}}},
+		{"no idletime lane", "[lanes.background]\nnet.idletime = false\n", idletimeSpec{Mark: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustParse(t, tc.toml)
+			if got := idletimeOf(cfg); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("idletimeOf = %+v, want %+v", got, tc.want)
+			}
+			if WantsIdletime(cfg) != (len(tc.want.Lanes) > 0) {
+				t.Errorf("WantsIdletime = %v with idletime lanes %v", WantsIdletime(cfg), tc.want.Lanes)
+			}
+		})
+	}
+}
+
+// TestBuildPlanIdletime: BuildPlan gives the config's idletime lanes
+// their gates where the kernel can build them, and leaves them plain
+// classes where it cannot; pi = "off" keeps only marking.
+func TestBuildPlanIdletime(t *testing.T) {
+	const ingress = "[net]\nrate = \"100mbit\"\ningress = true\n"
+	bg := ClassID(Major, backgroundMinor)
+	tests := []struct {
+		name       string
+		toml       string
+		caps       Caps
+		wantLeaf   LeafKind
+		wantIdle   bool
+		wantMark   bool
+		wantFollow uint32
+	}{
+		{"defaults", ingress, Caps{Leaf: LeafHeadDrop}, LeafTbf, true, true, bg},
+		{"no ingress: no follow", "[net]\nrate = \"100mbit\"\n", Caps{Leaf: LeafFqCodel}, LeafTbf, true, true, 0},
+		{"kernel without gates", ingress, Caps{Leaf: LeafFqCodel, Idletime: errors.New("no ring buffer")}, LeafFqCodel, false, false, 0},
+		{"pi off", ingress + "[net.idletime]\npi = \"off\"\n", Caps{Leaf: LeafHeadDrop}, LeafHeadDrop, false, true, bg},
+		{"background not idletime", ingress + "[lanes.background]\nnet.idletime = false\n", Caps{Leaf: LeafHeadDrop}, LeafHeadDrop, false, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := BuildPlan(mustParse(t, tt.toml), "eth0", tt.caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := p.Class(lane.Background)
+			if c.Leaf != tt.wantLeaf || c.Idle != tt.wantIdle || c.Mark != tt.wantMark || p.Follow != tt.wantFollow || p.Idle() != tt.wantIdle {
+				t.Errorf("background %+v, plan follow %x; want leaf %s idle %v mark %v follow %x", c, p.Follow, tt.wantLeaf, tt.wantIdle, tt.wantMark, tt.wantFollow)
+			}
+		})
+	}
+	// A config built in code that asks for the impossible is refused.
+	cfg := mustParse(t, ingress)
+	cfg.Lanes[lane.Normal].Net.Idletime = true
+	if _, err := BuildPlan(cfg, "eth0", Caps{Leaf: LeafHeadDrop}); !errors.Is(err, ErrBadPlan) {
+		t.Errorf("the default lane as idletime lane: %v, want ErrBadPlan", err)
 	}
 }

@@ -197,7 +197,7 @@ func TestRxWindowBound(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tp := newTopo(t, true)
-			l := setupLanesWith(t, tp, loneConfig+fmt.Sprintf("receive_window = %g\n", tt.gain), Idletime{})
+			l := setupLanesWith(t, tp, loneConfig+fmt.Sprintf("receive_window = %g\n", tt.gain), idletimeSpec{})
 			before, ok := l.e.RxWindowStats()
 			if !ok {
 				t.Skipf("receive windows not bounded on this kernel: %v", l.e.rxErr)

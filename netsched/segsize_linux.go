@@ -58,6 +58,10 @@ func (e *Enforcer) boundSegments(dev netlink.Link, st *ifaceState, p Plan) error
 	if st.sizes == nil {
 		orig := cur
 		st.sizes = &orig
+		// Record first, then change.
+		if err := e.record(dev.Attrs().Name, p.Rate, st); err != nil {
+			return err
+		}
 	}
 	want := st.sizes.bounded(segmentCap(p.Rate), p.Ingress)
 	if want == cur {
@@ -82,7 +86,7 @@ func (e *Enforcer) restoreSegments(dev netlink.Link, st *ifaceState) error {
 }
 
 // OriginalSizes returns the segment sizes iface had before lanes bounded
-// them, for the daemon's records (a run after a crash gives them back with
+// them (also in its state record: a run after a crash gives them back with
 // RestoreSizes).
 func (e *Enforcer) OriginalSizes(iface string) (SegmentSizes, bool) {
 	e.mu.Lock()

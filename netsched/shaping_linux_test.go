@@ -38,19 +38,19 @@ type lanesOn struct {
 // fresh test cgroup per lane.
 func setupLanes(t *testing.T, tp *topo) *lanesOn {
 	t.Helper()
-	return setupLanesWith(t, tp, shapingConfig, Idletime{})
+	return setupLanesWith(t, tp, shapingConfig, idletimeSpec{})
 }
 
 // setupLanesWith applies config with idletime lanes idle (as lanesd
 // builds the plan; no controller holds the gates) and binds one test
 // cgroup per lane.
-func setupLanesWith(t *testing.T, tp *topo, config string, idle Idletime) *lanesOn {
+func setupLanesWith(t *testing.T, tp *topo, config string, idle idletimeSpec) *lanesOn {
 	t.Helper()
 	e := newEnforcer(t, tp.src, nil)
 	cfg := mustParse(t, config)
-	p, err := BuildPlan(cfg, tp.srcIf, e.Leaf())
+	p, err := buildTree(cfg, tp.srcIf, e.Leaf())
 	if err == nil {
-		p, err = p.WithIdletime(idle)
+		p, err = p.withIdletime(idle)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +226,52 @@ func TestRateAndCeil(t *testing.T) {
 	t.Logf("rate 8mbit against greedy normal: video goodput %.2f Mbit/s (class %.2f Mbit/s), normal %.2f Mbit/s", mbit(vgood), mbit(vrate), mbit(ngood))
 	if vgood < 7.2e6 {
 		t.Errorf("lane with rate 8mbit got %.2f Mbit/s against greedy normal, want >= 7.2 (issue: 7.6)", mbit(vgood))
+	}
+}
+
+// borrowConfig has two lanes with the same guaranteed rate, one that may
+// borrow and one that may not.
+const borrowConfig = `
+[net]
+rate = "19mbit"
+[lanes.fixed]
+net = { priority = 1, rate = "8mbit" }
+[lanes.lender]
+net = { priority = 1, rate = "8mbit", borrow = true }
+`
+
+// TestBorrowCap: alone on the 19 Mbit/s tree, a lane with rate 8mbit that
+// may not borrow is held at 8 Mbit/s (docs/CONFIG.md, net.borrow), and one
+// that may borrow takes most of the link (before net.borrow was read for
+// lanes with a rate, the first reached 11 Mbit/s and more).
+func TestBorrowCap(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTiming(t)
+	tp := newTopo(t, true)
+	l := setupLanesWith(t, tp, borrowConfig, idletimeSpec{})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(3*flowSecs*time.Second))
+	defer cancel()
+	alone := func(name string, port int) (class, goodput float64) {
+		f := startFlow(t, ctx, tp, l.cg[name], port, flowSecs, false)
+		time.Sleep(2 * time.Second) // past slow start
+		b0, t0 := l.laneBytes(t, tp.srcIf, Egress)[name], time.Now()
+		time.Sleep((flowSecs - 3) * time.Second)
+		b1, t1 := l.laneBytes(t, tp.srcIf, Egress)[name], time.Now()
+		goodput = f.wait(t)
+		return float64(b1-b0) * 8 / t1.Sub(t0).Seconds(), goodput
+	}
+	fixed, fixedGood := alone("fixed", 5261)
+	lender, lenderGood := alone("lender", 5262)
+	t.Logf("alone on a 19 Mbit/s tree: rate 8mbit without borrow: class %.2f Mbit/s (goodput %.2f); with borrow: class %.2f Mbit/s (goodput %.2f)",
+		mbit(fixed), mbit(fixedGood), mbit(lender), mbit(lenderGood))
+	if fixed > 8.6e6 {
+		t.Errorf("lane with rate 8mbit that may not borrow sent %.2f Mbit/s alone, want <= 8.6 (its rate, 7.5 %% margin)", mbit(fixed))
+	}
+	if fixed < 7e6 {
+		t.Errorf("lane with rate 8mbit sent %.2f Mbit/s alone, want >= 7 (its guaranteed rate)", mbit(fixed))
+	}
+	if lender < 14e6 {
+		t.Errorf("lane with rate 8mbit that may borrow sent %.2f Mbit/s alone on a 19 Mbit/s tree, want >= 14", mbit(lender))
 	}
 }
 

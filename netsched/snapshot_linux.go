@@ -413,9 +413,9 @@ func RestoreTree(logf func(string, ...any), iface string, snap *TreeSnapshot, op
 	return e.restoreTree(dev, snap)
 }
 
-// OriginalTree returns the root tree iface had before lanes replaced it,
-// for the daemon's records; false when lanes shapes it over the kernel's
-// default root (or does not shape it).
+// OriginalTree returns the root tree iface had before lanes replaced it
+// (also in its state record); false when lanes shapes it over the
+// kernel's default root (or does not shape it).
 func (e *Enforcer) OriginalTree(iface string) (*TreeSnapshot, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

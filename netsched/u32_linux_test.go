@@ -452,7 +452,7 @@ ingress = true
 [lanes.capped]
 net = { priority = 1, ceil = "5mbit", ports = ["tcp/5331-5332"] }
 `)
-	plan, err := BuildPlan(cfg, tp.srcIf, e.Leaf())
+	plan, err := buildTree(cfg, tp.srcIf, e.Leaf())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,13 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-// Kinds of records. Each enforcer owns its kinds.
+// Kinds of records. Each kind is written by one package only (see the
+// package doc).
 const (
-	KindGroup   = "group"   // a cgroup lanes created; key: group name
-	KindProc    = "proc"    // a process lanes moved; key: pid
-	KindSubtree = "subtree" // a controller lanes enabled in a subtree_control; key: path
-	KindQdisc   = "qdisc"   // a qdisc tree lanes installed; key: interface
+	KindGroup   = "group"   // enforce: a cgroup lanes created; key: group name
+	KindProc    = "proc"    // enforce: a process lanes moved; key: pid
+	KindSubtree = "subtree" // enforce: a controller lanes enabled in a subtree_control; key: path
+	KindQdisc   = "qdisc"   // netsched: a qdisc tree lanes installed; key: interface
 )
 
 // ErrNotFound is returned by Get for a missing record.

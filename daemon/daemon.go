@@ -391,5 +391,9 @@ func Cleanup(opts Options) error {
 		return err
 	}
 	recoverState(eng, store, rep, stateDir, logf)
+	// The network first: what a crashed lanesd shaped (trees, IFBs,
+	// segment sizes, replaced roots) comes back from its records, as the
+	// next start would do.
+	cleanNetRecords(logf, store)
 	return eng.RestoreAll()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/netsched"
+	"github.com/lanes-qos/lanes/state"
 )
 
 // network is the daemon's network side: one netsched enforcer and the
@@ -26,7 +27,13 @@ type network struct {
 
 // cleanNetLeftovers removes trees a crashed run left (netsched's records
 // say it shaped something), before this run builds its own.
-func (d *Daemon) cleanNetLeftovers() { netsched.CleanupRecorded(d.logf, d.store) }
+func (d *Daemon) cleanNetLeftovers() { cleanNetRecords(d.logf, d.store) }
+
+// cleanNetRecords gives back what the recorded interfaces held before a
+// lanesd that did not stop cleanly shaped them.
+func cleanNetRecords(logf func(string, ...any), store *state.Store) {
+	netsched.CleanupRecorded(logf, store)
+}
 
 // netLinks are the offloads and segment sizes of the shaped interfaces.
 func (d *Daemon) netLinks() []api.NetLink {

@@ -276,3 +276,56 @@ func TestNetworkRootTreeRestored(t *testing.T) {
 		t.Errorf("after stop:\n%s\nwant:\n%s", q, kept)
 	}
 }
+
+// `lanesd --cleanup` after a kill -9 gives the network back too: the
+// shaped interface's root qdisc, its IFB and its segment sizes are as they
+// were before lanesd started (from the state records), as a restart and
+// stop would leave them.
+func TestNetworkCleanupAfterCrash(t *testing.T) {
+	p := newNetPair(t)
+	e := newEnv(t, "[net]\ninterfaces = [\""+p.dev+"\"]\nrate = \"20mbit\"\ningress = true\n")
+	before := p.qdiscs(t)
+	links := func(args ...string) string {
+		out, err := exec.Command("ip", append([]string{"-n", p.ns, "-d", "link", "show"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip link show: %v %s", err, out)
+		}
+		return string(out)
+	}
+	gso := func() string {
+		s := links("dev", p.dev)
+		i := strings.Index(s, "gso_max_size ")
+		if i < 0 {
+			t.Fatalf("no gso_max_size in:\n%s", s)
+		}
+		return strings.Fields(s[i:])[1]
+	}
+	gsoBefore := gso()
+	e.startIn(p)
+	if q := p.qdiscs(t); !strings.Contains(q, "htb 4c4e: root") {
+		t.Fatalf("no lanes tree on %s:\n%s", p.dev, q)
+	}
+	if l := links(); !strings.Contains(l, "lanes-ifb") {
+		t.Fatalf("no IFB with ingress = true:\n%s", l)
+	}
+	if got := gso(); got == gsoBefore {
+		t.Errorf("gso_max_size %s while shaping: lanes did not bound it", got)
+	}
+	e.kill9()
+	argv := p.in(append([]string{e.bin}, append(e.daemonArgs(), "--cleanup")...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), roleEnv+"=lanesd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("lanesd --cleanup: %v\n%s", err, out)
+	}
+	if q := p.qdiscs(t); q != before {
+		t.Errorf("after --cleanup:\n%s\nwant the original:\n%s", q, before)
+	}
+	l := links()
+	if strings.Contains(l, "lanes-ifb") {
+		t.Errorf("IFB left after --cleanup:\n%s", l)
+	}
+	if got, want := gso(), gsoBefore; got != want {
+		t.Errorf("gso_max_size %s after --cleanup, want %s as before", got, want)
+	}
+}

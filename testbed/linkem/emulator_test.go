@@ -314,8 +314,8 @@ func TestEmulatorDelay(t *testing.T) {
 }
 
 func TestEmulatorTrace(t *testing.T) {
-	// The project's traces sit in shared/ beside the repository.
-	tr, err := LoadTrace("../../../shared/traces/Verizon-LTE-short.up")
+	// The traces the scenarios use ship in bench/traces.
+	tr, err := LoadTrace("../../bench/traces/Verizon-LTE-short.up")
 	if err != nil {
 		t.Fatal(err)
 	}

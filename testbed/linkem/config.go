@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -252,24 +251,3 @@ func (s *ExpSchedule) NextUp(d time.Duration) time.Duration {
 
 // DownIntervals returns the down intervals generated so far.
 func (s *ExpSchedule) DownIntervals() []Interval { return append([]Interval(nil), s.down...) }
-
-// ParseRate parses a rate such as "20mbit", "1.5Gbit", "500kbit" or
-// "12000000" (bits/s).
-func ParseRate(s string) (uint64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := 1.0
-	for _, u := range []struct {
-		suf string
-		m   float64
-	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}, {"bps", 1}} {
-		if strings.HasSuffix(t, u.suf) {
-			t, mult = strings.TrimSuffix(t, u.suf), u.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("rate %q: want a number of bits/s with an optional kbit/mbit/gbit suffix", s)
-	}
-	return uint64(math.Round(v * mult)), nil
-}

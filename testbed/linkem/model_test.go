@@ -163,22 +163,6 @@ func TestExpSchedule(t *testing.T) {
 	}
 }
 
-func TestParseRate(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want uint64
-		ok   bool
-	}{
-		{"20mbit", 20_000_000, true}, {"1.5Gbit", 1_500_000_000, true}, {"500kbit", 500_000, true},
-		{"12000000", 12_000_000, true}, {"fast", 0, false}, {"-1mbit", 0, false},
-	} {
-		got, err := ParseRate(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParseRate(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestTraceCapacity(t *testing.T) {
 	tr, err := ParseTrace("t", strings.NewReader("0\n1\n1\n4\n"))
 	if err != nil {

@@ -75,4 +75,3 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
-

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/lanes-qos/lanes/internal/rate"
 	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/workload"
 )
@@ -434,7 +435,7 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 			return nil, fmt.Errorf("workload %s: role %q: want foreground, background or interactive", w.Name, w.Role)
 		}
 		if w.Rate != "" {
-			if spec.Rate, err = linkem.ParseRate(w.Rate); err != nil {
+			if spec.Rate, err = rate.Parse(w.Rate); err != nil {
 				return nil, fmt.Errorf("workload %s: %w", w.Name, err)
 			}
 		}
@@ -737,7 +738,7 @@ func (s *Scenario) LinkConfig(variant, dir string) (linkem.Config, error) {
 	var err error
 	where := fmt.Sprintf("link.%s (variant %s)", dir, variant)
 	if l.Rate != "" {
-		if c.Rate, err = linkem.ParseRate(l.Rate); err != nil {
+		if c.Rate, err = rate.Parse(l.Rate); err != nil {
 			return c, fmt.Errorf("%s: %w", where, err)
 		}
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +16,11 @@ func TestShippedScenarios(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
+	t.Setenv("LANES_TRACES", "")
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
 		s, err := Load(f)
 		if err != nil {
@@ -27,6 +33,26 @@ func TestShippedScenarios(t *testing.T) {
 		}
 		if s.Duration > 30*time.Second {
 			t.Errorf("%s: phases of %v: keep scenarios bounded", f, s.Duration)
+		}
+		// A trace must ship with the repository: found where the file
+		// names it, inside the tree, not through $LANES_TRACES or a copy
+		// beside the clone.
+		for _, v := range append([]Variant{{Name: "base"}}, s.Variants...) {
+			for _, dir := range []string{"up", "down"} {
+				tr := s.LinkSpecFor(v.Name, dir).Trace
+				if tr == "" {
+					continue
+				}
+				p, err := filepath.Abs(filepath.Join(filepath.Dir(f), tr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rel, err := filepath.Rel(root, p); err != nil || strings.HasPrefix(rel, "..") || filepath.IsAbs(tr) {
+					t.Errorf("%s: link.%s trace %s is outside the repository: put it in bench/traces", f, dir, tr)
+				} else if _, err := os.Stat(p); err != nil {
+					t.Errorf("%s: link.%s trace: %v", f, dir, err)
+				}
+			}
 		}
 	}
 }

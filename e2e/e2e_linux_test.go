@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -234,6 +235,39 @@ func membership(t *testing.T, pid int) cgroup.Membership {
 }
 
 // start a long-lived command, killed at cleanup.
+// waitFor polls cond every 10 ms until it holds; after within it fails
+// the test, saying what it waited for.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", within, what)
+		}
+	}
+}
+
+// procState is the state letter of /proc/PID/stat ("R", "S", "Z", ...).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	st, _, _ := strings.Cut(rest, " ")
+	return st
+}
+
+// runsComm tells whether pid or a descendant runs a command named comm.
+func runsComm(pid int, comm string) bool {
+	kids, _ := cgroup.Descendants(pid)
+	for _, k := range append(kids, pid) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", k)); err == nil && strings.TrimSpace(string(b)) == comm {
+			return true
+		}
+	}
+	return false
+}
+
 func spawn(t *testing.T, cred *syscall.Credential, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	c := exec.Command(name, args...)
@@ -302,7 +336,7 @@ func TestMoveAndRestore(t *testing.T) {
 	e := newEnv(t, "")
 	// A shell with a child forked before the move.
 	sh := spawn(t, nil, "sh", "-c", "sleep 60 & wait")
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, 5*time.Second, "the shell's child", func() bool { return runsComm(sh.Process.Pid, "sleep") })
 	kids, err := cgroup.Descendants(sh.Process.Pid)
 	if err != nil || len(kids) != 1 {
 		t.Fatalf("descendants of the shell: %v %v", kids, err)
@@ -467,7 +501,8 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { zombie.Wait() })
-	time.Sleep(200 * time.Millisecond) // it has exited, not yet reaped: a PID that exits during the move
+	// It has exited, not yet reaped: a PID that exits during the move.
+	waitFor(t, 5*time.Second, "true to exit", func() bool { return procState(zombie.Process.Pid) == "Z" })
 	files := map[string]string{
 		"malformed.toml": "[lanes.video\ncpu = {}\n",
 		"unknown.toml":   "[lanes.video]\ncpu = { weight = 10, speed = 3 }\n",
@@ -541,7 +576,9 @@ func TestRunPassThrough(t *testing.T) {
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(500 * time.Millisecond)
+			// With a daemon lanes run execs the command, without one it
+			// starts it as a child.
+			waitFor(t, 10*time.Second, "lanes run to start sleep", func() bool { return runsComm(c.Process.Pid, "sleep") })
 			c.Process.Signal(syscall.SIGTERM)
 			done := make(chan error, 1)
 			go func() { done <- c.Wait() }()
@@ -633,7 +670,10 @@ func TestRules(t *testing.T) {
 	e.writeConfig(fmt.Sprintf("[[rule]]\nlane = \"background\"\nexe = %q\n\n[[rule]]\nlane = \"interactive\"\ncomm = \"lanes-e2e-int\"\n", filepath.Join(e.dir, "sl*")))
 	t.Setenv(roleEnv, "sleep") // spawned copies inherit it; lanes and lanesd get their own role
 	early := spawn(t, nil, sleepy, "60")
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, 5*time.Second, "the early process to run sleepy", func() bool {
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", early.Process.Pid))
+		return exe == sleepy
+	})
 	e.start()
 	if got := laneOf(t, early.Process.Pid); got != "lanes-background" {
 		t.Errorf("process running at start: in %q\n%s", got, e.log)
@@ -677,6 +717,22 @@ func waitLane(t *testing.T, pid int, want string) {
 func TestReload(t *testing.T) {
 	e := newEnv(t, "[lanes.video]\ncpu = { weight = 400 }\n")
 	e.start()
+	// The lane's group in every hierarchy this host has (v1 cpu and blkio
+	// and v2 on hybrid hosts, v2 alone on unified ones): there before the
+	// reload, so that "gone after it" cannot hold vacuously.
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	videoDirs := h.LaneGroup("video").Dirs()
+	if len(videoDirs) == 0 {
+		t.Fatal("no cgroup hierarchy for the lane's group")
+	}
+	for _, d := range videoDirs {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("lane video's group before the reload: %v", err)
+		}
+	}
 	e.writeConfig("[lanes.video]\ncpu = { weight = 0 }\n")
 	r := e.lanes("reload")
 	if r.code == 0 || !strings.Contains(r.stderr, "lanes.toml:2") || !strings.Contains(r.stderr, "running config is kept") {
@@ -705,9 +761,140 @@ func TestReload(t *testing.T) {
 	if strings.Join(names, ",") != "interactive,normal,background,batch" {
 		t.Errorf("after SIGHUP: lanes %v", names)
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/cpu/lanes-video"); err == nil {
-		t.Errorf("the removed lane's cgroup is still there")
+	for _, d := range videoDirs {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the removed lane's group %s is still there (%v)", d, err)
+		}
 	}
+
+	// A bad config by SIGHUP: refused with its file and line in status,
+	// the running lanes kept.
+	e.writeConfig("[lanes.batch]\ncpu = { weight = 50, cap = 300 }\n")
+	e.d.Process.Signal(syscall.SIGHUP)
+	var st3 api.Status
+	waitFor(t, 5*time.Second, "the bad config's error in status", func() bool {
+		e.lanesJSON(&st3, "status")
+		return st3.ConfigError != ""
+	})
+	if !strings.Contains(st3.ConfigError, "lanes.toml:2") {
+		t.Errorf("config error after a bad SIGHUP %q, want it to name lanes.toml:2", st3.ConfigError)
+	}
+	var ls api.LanesResponse
+	e.lanesJSON(&ls, "ls")
+	names = names[:0]
+	for _, l := range ls.Lanes {
+		names = append(names, l.Name)
+	}
+	if strings.Join(names, ",") != "interactive,normal,background,batch" {
+		t.Errorf("after a bad SIGHUP: lanes %v, want the running ones kept", names)
+	}
+}
+
+// A reload whose config is valid but cannot be applied (its network
+// interface does not exist): refused, the lanes it added are taken away
+// again, the running lanes stay, and status says why.
+func TestReloadApplyFailsRollsBack(t *testing.T) {
+	e := newEnv(t, "[lanes.video]\ncpu = { weight = 400 }\n")
+	e.start()
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := testutil.UniqueName("nx")
+	e.writeConfig("[lanes.batch]\ncpu = { weight = 50 }\n[net]\ninterfaces = [\"" + dev + "\"]\nrate = \"20mbit\"\n")
+	r := e.lanes("reload")
+	if r.code == 0 || !strings.Contains(r.stderr, "apply") {
+		t.Errorf("reload with a missing interface: exit %d, %q; want it refused", r.code, r.stderr)
+	}
+	var ls api.LanesResponse
+	e.lanesJSON(&ls, "ls")
+	var names []string
+	for _, l := range ls.Lanes {
+		names = append(names, l.Name)
+	}
+	if strings.Join(names, ",") != "interactive,normal,background,video" {
+		t.Errorf("after a reload that failed to apply: lanes %v, want the running ones", names)
+	}
+	for _, d := range h.LaneGroup("batch").Dirs() {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the failed reload's lane group %s is still there (%v)", d, err)
+		}
+	}
+	for _, d := range h.LaneGroup("video").Dirs() {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("the running lane's group after the rollback: %v", err)
+		}
+	}
+	var st api.Status
+	e.lanesJSON(&st, "status")
+	found := false
+	for _, hl := range st.Health {
+		found = found || (hl.Code == "config-apply-failed" && strings.Contains(hl.Message, dev))
+	}
+	if !found {
+		t.Errorf("status health %+v, want config-apply-failed naming %s", st.Health, dev)
+	}
+	// The running config still works: a move into its lane.
+	p := spawn(t, nil, "sleep", "60")
+	if r := e.lanes("move", strconv.Itoa(p.Process.Pid), "video"); r.code != 0 {
+		t.Errorf("move into the running lane after the rollback: %s", r.stderr)
+	}
+	e.stop()
+	noLanesObjects(t)
+}
+
+// A process moved from one lane to another, then a stop: it goes back to
+// where it was before the first move, not to the first lane.
+func TestMoveLaneToLaneThenStop(t *testing.T) {
+	e := newEnv(t, "")
+	e.start()
+	p := spawn(t, nil, "sleep", "60")
+	before := membership(t, p.Process.Pid)
+	for _, l := range []string{"interactive", "background"} {
+		if r := e.lanes("move", strconv.Itoa(p.Process.Pid), l); r.code != 0 {
+			t.Fatalf("move to %s: %s", l, r.stderr)
+		}
+		if got := laneOf(t, p.Process.Pid); got != cgroup.Prefix+l {
+			t.Fatalf("after the move to %s: in %q", l, got)
+		}
+	}
+	e.stop()
+	if got := membership(t, p.Process.Pid); got.V1[cgroup.CPU] != before.V1[cgroup.CPU] || got.V2 != before.V2 {
+		t.Errorf("after stop: %+v, want where it was before the moves, %+v", got, before)
+	}
+	noLanesObjects(t)
+}
+
+// kill -9 of lanesd, and its state directory lost with it: the next start
+// rebuilds the records from the copies kept on the lanes' groups, adopts
+// the moved process, and its stop puts the process back.
+func TestAdoptionAfterStateLost(t *testing.T) {
+	e := newEnv(t, "")
+	e.start()
+	p := spawn(t, nil, "sleep", "60")
+	before := membership(t, p.Process.Pid)
+	if r := e.lanes("move", strconv.Itoa(p.Process.Pid), "background"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	e.kill9()
+	if err := os.RemoveAll(e.stateDir); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	var ps api.ProcsResponse
+	e.lanesJSON(&ps, "ps")
+	adopted := false
+	for _, pr := range ps.Procs {
+		adopted = adopted || (pr.PID == p.Process.Pid && pr.Lane == "background")
+	}
+	if !adopted {
+		t.Errorf("after the state dir was lost, the restart does not show the process in background: %+v\n%s", ps.Procs, e.log)
+	}
+	e.stop()
+	if got := membership(t, p.Process.Pid); got.V1[cgroup.CPU] != before.V1[cgroup.CPU] || got.V2 != before.V2 {
+		t.Errorf("after stop: %+v, want %+v", got, before)
+	}
+	noLanesObjects(t)
 }
 
 // The CPU acceptance checks through the whole stack: two busy loops on one

@@ -81,12 +81,32 @@ func egress(t *testing.T, e *env, laneName string) api.NetCounters {
 	return api.NetCounters{}
 }
 
+// senderCPU gives the background lane normal-class CPU in the network
+// tests, whose senders run in it: they test classification and gates, not
+// CPU, and on a loaded host an idle-class sender sends nothing.
+const senderCPU = "[lanes.background.cpu]\nweight = 100\nidle = false\n"
+
+// socketOpened waits until process pid has a socket on descriptor fd.
+func socketOpened(t *testing.T, pid, fd int, within time.Duration) {
+	t.Helper()
+	link := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(fd)
+	for deadline := time.Now().Add(within); ; {
+		if l, err := os.Readlink(link); err == nil && strings.HasPrefix(l, "socket:") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d has no socket on fd %d after %v", pid, fd, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // With [net] set, lanesd shapes the interface with one class per lane,
 // counts each lane's packets, makes a moved process's open socket follow
 // it, restores the original qdisc on stop and cleans up after kill -9.
 func TestNetworkLifecycle(t *testing.T) {
 	p := newNetPair(t)
-	e := newEnv(t, "[net]\ninterfaces = [\""+p.dev+"\"]\nrate = \"20mbit\"\n")
+	e := newEnv(t, "[net]\ninterfaces = [\""+p.dev+"\"]\nrate = \"20mbit\"\n"+senderCPU)
 	before := p.qdiscs(t)
 	e.startIn(p)
 	if q := p.qdiscs(t); !strings.Contains(q, "htb 4c4e: root") {
@@ -119,14 +139,22 @@ func TestNetworkLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sender.Process.Kill(); sender.Wait() })
-	time.Sleep(500 * time.Millisecond) // nsenter has exec'd bash, which has opened its socket
+	// nsenter execs bash in place (same pid), which opens the socket.
+	socketOpened(t, sender.Process.Pid, 3, 10*time.Second)
 	if r := e.lanes("move", strconv.Itoa(sender.Process.Pid), "background"); r.code != 0 {
 		t.Fatalf("move: %s", r.stderr)
 	}
+	// The sender sends every 50 ms: ten packets counted in background
+	// within 5 s (0.5 s on an idle host).
 	b1 := egress(t, e, "background").Packets
-	time.Sleep(time.Second)
-	if got := egress(t, e, "background").Packets - b1; got < 10 {
-		t.Errorf("after the move, the open socket's packets in background: %d in 1s, want >= 10", got)
+	var got uint64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = egress(t, e, "background").Packets - b1; got >= 10 {
+			break
+		}
+	}
+	if got < 10 {
+		t.Errorf("after the move, the open socket's packets in background: %d in 5s, want >= 10", got)
 	}
 
 	// kill -9: the tree stays; a restart replaces it; a stop restores the original.

@@ -360,66 +360,23 @@ func TestLoadMissing(t *testing.T) {
 	}
 }
 
-func TestParseRate(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    uint64
-		wantErr string
-	}{
-		{"20mbit", 20_000_000, ""},
-		{"500kbit", 500_000, ""},
-		{"1gbit", 1_000_000_000, ""},
-		{"100000", 100_000, ""},
-		{"2.5mbit", 2_500_000, ""},
-		{"20Mbit", 20_000_000, ""},
-		{" 8 mbit ", 8_000_000, ""},
-		{"1bit", 1, ""},
-		{"1tbit", 1_000_000_000_000, ""},
-		{"1kbps", 8_000, ""},
-		{"1.5mbps", 12_000_000, ""},
-		{"18446744073709551615", 18446744073709551615, ""},
-		{"18446744073709551616", 0, "too large"},
-		{"0", 0, "must be positive"},
-		{"0.0mbit", 0, "must be positive"},
-		{"", 0, "want a number and a unit"},
-		{"-5mbit", 0, "want a number and a unit"},
-		{"mbit", 0, "want a number and a unit"},
-		{"1.mbit", 0, "want a number and a unit"},
-		{"1e6", 0, "want a number and a unit"},
-		{"5 furlongs", 0, "unknown unit"},
-		{"1.5bit", 0, "not a whole number"},
-		{"0x10", 0, "want a number and a unit"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseRate(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseRate(%q) = %d, %v; want error containing %q", tt.in, got, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("ParseRate(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
-			}
-			if back, err := ParseRate(FormatRate(got)); err != nil || back != got {
-				t.Errorf("FormatRate(%d) = %q does not parse back: %d, %v", got, FormatRate(got), back, err)
-			}
-		})
-	}
-}
-
-func TestFormatRate(t *testing.T) {
-	tests := []struct {
-		in   uint64
-		want string
-	}{
-		{20_000_000, "20mbit"}, {2_500_000, "2500kbit"}, {1_000_000_000, "1gbit"}, {1234, "1234bit"}, {3_000_000_000_000, "3tbit"},
-	}
-	for _, tt := range tests {
-		if got := FormatRate(tt.in); got != tt.want {
-			t.Errorf("FormatRate(%d) = %q, want %q", tt.in, got, tt.want)
+// The config's rates are internal/rate's (tested there); a config reads
+// tc's byte units as bytes.
+func TestConfigRateUnits(t *testing.T) {
+	for _, tt := range []struct {
+		rate string
+		want uint64
+	}{{"8mbit", 8_000_000}, {"1mbps", 8_000_000}, {"500kbps", 4_000_000}} {
+		c, err := Parse("t.toml", []byte("[net]\nrate = \""+tt.rate+"\"\n"))
+		if err != nil {
+			t.Fatalf("rate %q: %v", tt.rate, err)
 		}
+		if c.Net.Rate != tt.want {
+			t.Errorf("[net] rate = %q: %d bit/s, want %d", tt.rate, c.Net.Rate, tt.want)
+		}
+	}
+	if _, err := Parse("t.toml", []byte("[net]\nrate = \"8mbs\"\n")); err == nil || !strings.Contains(err.Error(), "t.toml:2") || !strings.Contains(err.Error(), "unknown unit") {
+		t.Errorf("[net] rate = \"8mbs\": %v, want t.toml:2 ... unknown unit", err)
 	}
 }
 

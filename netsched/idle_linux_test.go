@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -557,8 +558,13 @@ func TestIdleForegroundRTT(t *testing.T) {
 // kernel's stamp of a foreground packet on a released gate to the TBFs
 // being held (the event reader's hold, by default) and to the
 // controller's Hold returning: ring buffer, the reader's thread, the
-// netlink change of the TBFs, the channel. The figures are logged; CI
-// asserts only a generous p99 bound.
+// netlink change of the TBFs, the channel. The held state is read back
+// from the kernel (every TBF leaf at 8 bit/s): after every Hold, and with
+// the reader holding, on every tenth hold before the controller's Hold,
+// so that the reader's hold is seen in the kernel, not taken on trust.
+// Measured (docs/BENCHMARKS.md) 49-107 µs at p50 and 135-550 µs at p99 to
+// the TBFs held, on a quiet host; the bounds are 500 µs at p50 and 2 ms at
+// p99, checked when the host's timers and load allow (RequireTiming).
 func TestIdleReactionTime(t *testing.T) {
 	testutil.RequireRoot(t)
 	tests := []struct {
@@ -571,15 +577,51 @@ func TestIdleReactionTime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reactionTime(t, tt.opts...)
+			reactionTime(t, tt.name != "controller holds", tt.opts...)
 		})
 	}
 }
 
-func reactionTime(t *testing.T, opts ...Option) {
+// tbfsHeld reads g's TBF leaves back from the kernel and reports whether
+// every one is at the held rate (8 bit/s, 1 byte/s in the dump).
+func tbfsHeld(t *testing.T, h *netlink.Handle, g *netGate) bool {
+	t.Helper()
+	link, err := h.LinkByIndex(g.tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := h.QdiscList(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.leaves) == 0 {
+		t.Fatal("the gate has no TBF leaves")
+	}
+	held := true
+	for _, leaf := range g.leaves {
+		var tbf *netlink.Tbf
+		for _, q := range qs {
+			if q.Attrs().Handle == leaf.handle {
+				tbf, _ = q.(*netlink.Tbf)
+			}
+		}
+		if tbf == nil {
+			t.Fatalf("no TBF %x on ifindex %d", leaf.handle, g.tree)
+		}
+		held = held && tbf.Rate <= 1
+	}
+	return held
+}
+
+func reactionTime(t *testing.T, readerHolds bool, opts ...Option) {
 	tp := newIdleTopo(t)
 	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}}, opts...)
 	g := gates[dirEgress]
+	h, err := netlink.NewHandleAt(mustNs(t, tp.src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs, err := e.IdleEvents(ctx, g)
@@ -607,6 +649,10 @@ func reactionTime(t *testing.T, opts ...Option) {
 			t.Fatalf("hold %d: no event", i)
 		}
 		got := monoNow()
+		probe := readerHolds && i%10 == 0 // read the kernel before Hold (costs a dump: not timed)
+		if probe && !tbfsHeld(t, h, g) {
+			t.Fatalf("hold %d: the event came, but the TBFs are not held in the kernel", i)
+		}
 		if err := g.Hold(); err != nil {
 			t.Fatal(err)
 		}
@@ -614,30 +660,51 @@ func reactionTime(t *testing.T, opts ...Option) {
 		g.mu.Lock()
 		heldAt := g.heldAt
 		g.mu.Unlock()
+		if !tbfsHeld(t, h, g) {
+			t.Fatalf("hold %d: Hold returned, but the TBFs are not held in the kernel", i)
+		}
+		if i == 0 {
+			// Released again below: check that the kernel shows it.
+			if err := g.Release(); err != nil {
+				t.Fatal(err)
+			}
+			if tbfsHeld(t, h, g) {
+				t.Fatal("released TBFs read back at the held rate")
+			}
+			continue
+		}
 		toHeld = append(toHeld, time.Duration(heldAt-ev.At))
 		toWoke = append(toWoke, time.Duration(ev.Woke-ev.At))
 		if ev.Held != 0 {
 			woke2held = append(woke2held, time.Duration(ev.Held-ev.Woke))
 		}
 		toEvent = append(toEvent, time.Duration(got-ev.At))
-		toHold = append(toHold, time.Duration(returned-ev.At))
+		if !probe {
+			toHold = append(toHold, time.Duration(returned-ev.At))
+		}
 	}
-	ph := percentiles(toHold)
+	ph, pd := percentiles(toHold), percentiles(toHeld)
 	t.Logf("%d holds: foreground packet -> reader awake:   %s", n, percentiles(toWoke))
 	if len(woke2held) > 0 {
 		t.Logf("%d holds: reader awake -> its hold done:      %s", n, percentiles(woke2held))
 	}
-	t.Logf("%d holds: foreground packet -> TBFs held:      %s", n, percentiles(toHeld))
+	t.Logf("%d holds: foreground packet -> TBFs held:      %s", n, pd)
 	t.Logf("%d holds: foreground packet -> event received: %s", n, percentiles(toEvent))
 	t.Logf("%d holds: foreground packet -> Hold returned:  %s", n, ph)
 	testutil.RequireTiming(t)
-	if ph.p99 > 5*time.Millisecond {
-		t.Errorf("p99 reaction %v, want below 5 ms", ph.p99)
+	if pd.p50 > 500*time.Microsecond || pd.p99 > 2*time.Millisecond {
+		t.Errorf("foreground packet -> TBFs held: p50 %v, p99 %v; want at most 500µs and 2ms", pd.p50, pd.p99)
+	}
+	if ph.p99 > 2500*time.Microsecond {
+		t.Errorf("foreground packet -> Hold returned: p99 %v, want at most 2.5ms", ph.p99)
 	}
 }
 
-// TestIdleNetlinkCost logs what Hold and Release cost alone (the netlink
-// batch, and the kick), the part of the reaction time lanes controls.
+// TestIdleNetlinkCost measures what Hold and Release cost alone (the
+// netlink batch, and the kick), the part of the reaction time lanes
+// controls: measured 6-8 µs at p50 and 54-101 µs at p99 for Hold, 43-66 µs
+// at p99 for Release (docs/BENCHMARKS.md), bounded at 200 µs (p50) and
+// 1 ms (p99) each, and the last Hold is read back from the kernel.
 func TestIdleNetlinkCost(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newIdleTopo(t)
@@ -656,8 +723,26 @@ func TestIdleNetlinkCost(t *testing.T) {
 		hs = append(hs, time.Since(t1))
 		rs = append(rs, t1.Sub(t0))
 	}
-	t.Logf("hold: %s", percentiles(hs))
-	t.Logf("release: %s", percentiles(rs))
+	ph, pr := percentiles(hs), percentiles(rs)
+	t.Logf("hold: %s", ph)
+	t.Logf("release: %s", pr)
+	h, err := netlink.NewHandleAt(mustNs(t, tp.src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if !tbfsHeld(t, h, g) {
+		t.Error("after the last Hold, the TBFs are not held in the kernel")
+	}
+	testutil.RequireTiming(t)
+	for _, c := range []struct {
+		name string
+		p    pcts
+	}{{"hold", ph}, {"release", pr}} {
+		if c.p.p50 > 200*time.Microsecond || c.p.p99 > time.Millisecond {
+			t.Errorf("%s: p50 %v, p99 %v; want at most 200µs and 1ms", c.name, c.p.p50, c.p.p99)
+		}
+	}
 }
 
 type pcts struct{ p50, p90, p99, max time.Duration }

@@ -14,12 +14,22 @@ const EmulatedEnv = "LANES_EMULATED"
 // (LANES_EMULATED=1), where only functional checks are meaningful.
 func Emulated() bool { return os.Getenv(EmulatedEnv) == "1" }
 
-// RequireTiming skips the test under emulation. Call it right before a
-// timing- or throughput-sensitive assertion (ratios, latencies, rates);
-// the functional part of a test should run before it.
+// RequireTiming skips the test under emulation, and on a host too loaded
+// for its timings to measure the code (HostLoad: CPU pressure, load
+// average, a thread's wake-up lateness), saying what it measured. Call it
+// right before a timing- or throughput-sensitive assertion (ratios,
+// latencies, rates); the functional part of a test should run before it.
 func RequireTiming(tb testing.TB) {
 	tb.Helper()
 	if Emulated() {
 		tb.Skip("timing-sensitive assertion not made under emulation")
 	}
+	h, err := ReadHostLoad()
+	if err != nil {
+		tb.Fatalf("measure this host's load: %v", err)
+	}
+	if why := h.tooLoaded(); why != "" {
+		tb.Skipf("timing-sensitive assertion not made: host too loaded right now: %s (%v)", why, h)
+	}
+	tb.Logf("host load: %v", h)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -58,6 +57,11 @@ func (c Config) Validate() error {
 	}
 	if c.Trace != nil && len(c.Trace.Opportunities) == 0 {
 		return errors.New("trace: no delivery opportunities")
+	}
+	if fs, ok := c.Schedule.(*FixedSchedule); ok {
+		if err := fs.validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -201,8 +205,41 @@ type FixedSchedule struct {
 	Period time.Duration
 }
 
-// NextUp implements Schedule.
+func (s *FixedSchedule) validate() error {
+	var down time.Duration
+	for i, iv := range s.Down {
+		switch {
+		case iv.Start < 0 || iv.End <= iv.Start:
+			return fmt.Errorf("schedule: outage [%v, %v) is empty or negative", iv.Start, iv.End)
+		case i > 0 && iv.Start < s.Down[i-1].End:
+			return fmt.Errorf("schedule: outage [%v, %v) overlaps or precedes [%v, %v): want sorted, disjoint outages", iv.Start, iv.End, s.Down[i-1].Start, s.Down[i-1].End)
+		case s.Period > 0 && iv.End > s.Period:
+			return fmt.Errorf("schedule: outage [%v, %v) ends after the period %v", iv.Start, iv.End, s.Period)
+		}
+		down += iv.End - iv.Start
+	}
+	if s.Period < 0 || (s.Period > 0 && down >= s.Period) {
+		return fmt.Errorf("schedule: period %v with %v of outages: the link would never be up", s.Period, down)
+	}
+	return nil
+}
+
+// NextUp implements Schedule. An outage that ends where the next begins
+// (adjacent outages, or one ending at the period where the next period
+// starts with one) is crossed too: the link is up at the time returned.
 func (s *FixedSchedule) NextUp(d time.Duration) time.Duration {
+	for range 2*len(s.Down) + 1 {
+		up := s.nextEnd(d)
+		if up == d {
+			return d
+		}
+		d = up
+	}
+	return d
+}
+
+// nextEnd returns the end of the outage d falls in, or d.
+func (s *FixedSchedule) nextEnd(d time.Duration) time.Duration {
 	base := time.Duration(0)
 	off := d
 	if s.Period > 0 {
@@ -252,24 +289,3 @@ func (s *ExpSchedule) NextUp(d time.Duration) time.Duration {
 
 // DownIntervals returns the down intervals generated so far.
 func (s *ExpSchedule) DownIntervals() []Interval { return append([]Interval(nil), s.down...) }
-
-// ParseRate parses a rate such as "20mbit", "1.5Gbit", "500kbit" or
-// "12000000" (bits/s).
-func ParseRate(s string) (uint64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := 1.0
-	for _, u := range []struct {
-		suf string
-		m   float64
-	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}, {"bps", 1}} {
-		if strings.HasSuffix(t, u.suf) {
-			t, mult = strings.TrimSuffix(t, u.suf), u.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("rate %q: want a number of bits/s with an optional kbit/mbit/gbit suffix", s)
-	}
-	return uint64(math.Round(v * mult)), nil
-}

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,6 +56,66 @@ func between(name string, get func(Result) float64, lo, hi float64) check {
 	}
 }
 
+// near checks that a value is within a factor of ref.
+func near(name string, get func(Result) float64, ref, factor float64) check {
+	return between(name, get, ref/factor, ref*factor)
+}
+
+// writeRate times buffered writes of size bytes in blocks of bs to a file
+// in dir, as fio's default engine makes them, and returns bits/s.
+func writeRate(t *testing.T, dir string, size, bs int) float64 {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "ref"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, bs)
+	var best float64
+	for range 3 { // the best of three: the page cache warm, as fio's loop has it
+		if _, err := f.Seek(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		for n := 0; n < size; n += bs {
+			if _, err := f.Write(buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		best = max(best, float64(size)*8/time.Since(t0).Seconds())
+	}
+	t.Logf("reference: buffered %d KiB writes at %.0f Mbit/s", bs>>10, best/1e6)
+	return best
+}
+
+// stressRate runs stress-ng for a second and returns the bogo ops per
+// second of real time from its text summary ("metrc: [pid] cpu OPS REAL
+// USR SYS ..."), a different output from the YAML the runner reads.
+func stressRate(t *testing.T, args ...string) float64 {
+	t.Helper()
+	out, err := exec.Command("stress-ng", append([]string{"--timeout", "1s", "--metrics-brief"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("stress-ng: %v %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		fs := strings.Fields(line)
+		for i := 0; i+2 < len(fs); i++ {
+			if fs[i] != "cpu" {
+				continue
+			}
+			ops, err1 := strconv.ParseFloat(fs[i+1], 64)
+			real, err2 := strconv.ParseFloat(fs[i+2], 64)
+			if err1 == nil && err2 == nil && real > 0 {
+				t.Logf("reference: stress-ng %v: %.0f bogo ops in %.2f s", args, ops, real)
+				return ops / real
+			}
+		}
+	}
+	t.Fatalf("no cpu line in stress-ng's summary:\n%s", out)
+	return 0
+}
+
 func tput(r Result) float64  { return r.Throughput }
 func p50ms(r Result) float64 { return float64(r.LatencyP50) / 1e6 }
 func loss(r Result) float64  { return r.Loss }
@@ -95,10 +157,15 @@ func TestWorkloads(t *testing.T) {
 			// RTT 20 ms plus serialization, then 50 ms of thinking: at most ~28
 			// round trips (fewer when the loaded host oversleeps).
 			[]check{between("latency p50 ms", p50ms, 20, 24), between("round trips", count, 15, 30)}},
+		// fio's figure (bits/s of buffered 64 KiB writes) against the same
+		// writes timed here, and stress-ng's bogo ops/s as read from its
+		// YAML against its text summary of a run of the same stressor: a
+		// unit or a field taken wrongly (bytes, KiB, the usr+sys rate, the
+		// total ops) is off by far more than the factor allowed.
 		{Spec{Name: "fio", Kind: Fio, Args: []string{"--name=w", "--rw=write", "--size=16m", "--bs=64k", "--directory=" + dir}}, time.Second, nil,
-			[]check{between("throughput", tput, 1, 1e15)}},
-		{Spec{Name: "stress", Kind: StressNG, Args: []string{"--cpu", "1"}}, time.Second, nil,
-			[]check{between("bogo ops/s", tput, 1, 1e15)}},
+			[]check{near("throughput", tput, writeRate(t, dir, 16<<20, 64<<10), 4)}},
+		{Spec{Name: "stress", Kind: StressNG, Args: []string{"--cpu", "1", "--cpu-method", "int64"}}, time.Second, nil,
+			[]check{near("bogo ops/s", tput, stressRate(t, "--cpu", "1", "--cpu-method", "int64"), 2)}},
 	} {
 		t.Run(tc.spec.Name, func(t *testing.T) {
 			r, err := Run(context.Background(), Env{Topo: topo, Wrap: tc.wrap, Logf: t.Logf}, tc.spec, tc.dur)

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lanes-qos/lanes/disk"
 	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/state"
 )
@@ -242,8 +242,8 @@ func children(pid, threads int) ([]int, error) {
 	if threads != 1 {
 		return cgroup.Descendants(pid)
 	}
-	b, err := readSmall("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
-	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+	kids, err := procfs.Children(pid, pid)
+	if err != nil || len(kids) == 0 {
 		return nil, err
 	}
 	return cgroup.Descendants(pid)

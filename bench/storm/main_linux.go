@@ -11,14 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/lanes-qos/lanes/api/client"
 	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/procfs"
 )
 
 // childSource is the child: it sleeps childLife and exits. Static, so
@@ -254,7 +253,7 @@ func run(lanesd, lanes, laneName string, rate float64, dur time.Duration, cpupro
 	}
 	<-lsDone
 	res.Lanesd, res.Lane = lanesd, laneName
-	res.LanesdCPU = float64(cpu1-cpu0) / 100 / wall.Seconds() // USER_HZ = 100
+	res.LanesdCPU = float64(cpu1-cpu0) / procfs.UserHZ / wall.Seconds()
 	slices.Sort(ls)
 	slices.Sort(apiLat)
 	if len(apiLat) > 0 {
@@ -272,22 +271,11 @@ func run(lanesd, lanes, laneName string, rate float64, dur time.Duration, cpupro
 
 // cpuTicks is utime + stime of pid, in clock ticks.
 func cpuTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := procfs.ReadStat(pid)
 	if err != nil {
 		return 0, fmt.Errorf("lanesd's CPU time: %w", err)
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// f[0] is field 3; utime is field 14, stime 15.
-	if len(f) < 13 {
-		return 0, errors.New("lanesd's CPU time: short /proc/PID/stat")
-	}
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	st, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("lanesd's CPU time: %w", err)
-	}
-	return u + st, nil
+	return s.UTime + s.STime, nil
 }
 
 // check is one child waiting for its next lane check.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mdlayher/netlink"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,15 +61,26 @@ type ProcConnector struct {
 
 // ListenProc subscribes to the proc connector. Events flow until Close.
 func ListenProc(logf func(format string, args ...any)) (*ProcConnector, error) {
-	return listenProc(logf, recvBuffer, eventBuffer)
+	return listenProcFiltered(logf, recvBuffer, eventBuffer, nil)
 }
 
 // listenProc is ListenProc with the socket receive buffer (bytes) and the
 // channel capacity given.
 func listenProc(logf func(format string, args ...any), recvBuf, chanCap int) (*ProcConnector, error) {
+	return listenProcFiltered(logf, recvBuf, chanCap, nil)
+}
+
+// listenProcFiltered is listenProc with a socket filter (none if nil),
+// attached before the subscription so that no event passes unfiltered.
+func listenProcFiltered(logf func(format string, args ...any), recvBuf, chanCap int, filter []bpf.RawInstruction) (*ProcConnector, error) {
 	conn, err := netlink.Dial(netlinkConnector, &netlink.Config{Groups: cnIdxProc})
 	if err != nil {
 		return nil, fmt.Errorf("listen proc connector: %w", errnoHint(err))
+	}
+	if filter != nil {
+		if err := conn.SetBPF(filter); err != nil {
+			logf("proc connector: attach the event filter: %v (every event is read)", err)
+		}
 	}
 	p := &ProcConnector{
 		conn:   conn,

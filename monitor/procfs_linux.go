@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os/user"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/lanes-qos/lanes/internal/procfs"
@@ -32,30 +30,12 @@ func ReadProcessCgroup(pid int) (lane.Process, []byte, error) {
 		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
 	}
 	p.UID = u.Real
-	p.User = userName(p.UID)
+	p.User = UserName(p.UID)
 	s, err := procfs.ReadStat(pid)
 	if err != nil {
 		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
 	}
 	p.Comm = s.Comm
-	cg, err := procfs.ReadSmall(procfs.Root + "/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return p, nil, fmt.Errorf("read process %d: %w", pid, procfs.Gone(pid, err))
-	}
-	p.Cgroup = CgroupPath(cg)
-	p.Unit = lane.UnitOf(p.Cgroup)
-	if p.Exe, err = procfs.Exe(pid); err != nil {
-		return p, nil, fmt.Errorf("read process %d: %w", pid, err)
-	}
-	return p, cg, nil
-}
-
-// ReadProcessWith describes process pid for rule matching like
-// ReadProcess, given what the caller has read already (its comm and real
-// uid, from /proc/PID/stat and status): it reads only the cgroup file,
-// which it also returns, and the executable.
-func ReadProcessWith(pid int, comm string, uid int) (lane.Process, []byte, error) {
-	p := lane.Process{PID: pid, Comm: comm, UID: uid, User: userName(uid)}
 	cg, err := procfs.ReadSmall(procfs.Root + "/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return p, nil, fmt.Errorf("read process %d: %w", pid, procfs.Gone(pid, err))
@@ -94,21 +74,6 @@ func Scan() ([]lane.Process, error) {
 		return procs, fmt.Errorf("scan processes: %w", errors.Join(errs...))
 	}
 	return procs, nil
-}
-
-// userNames memoises uid -> user name lookups ("" when unknown).
-var userNames sync.Map
-
-func userName(uid int) string {
-	if v, ok := userNames.Load(uid); ok {
-		return v.(string)
-	}
-	name := ""
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		name = u.Username
-	}
-	userNames.Store(uid, name)
-	return name
 }
 
 // isKernelThread reports whether pid is a kernel thread (PF_KTHREAD).

@@ -51,6 +51,9 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 	recs := make([]ProcRecord, len(ps))
 	entries := make([]state.Entry, 0, len(ps))
 	encoded := make([][]byte, len(ps))
+	// tids are each process's threads as listed for the record: the first
+	// walk of its I/O priority goes over them.
+	tids := make([][]int, len(ps))
 	now := time.Now()
 	for i, p := range ps {
 		out[i].PID = p.PID
@@ -58,14 +61,14 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 			out[i].Err = fmt.Errorf("process %d is in a lane already (%+v)", p.PID, p.From)
 			continue
 		}
-		tids := []int{p.PID}
+		tids[i] = []int{p.PID}
 		if p.Threads > 1 {
 			if t, err := cgroup.Threads(p.PID); err == nil {
-				tids = t
+				tids[i] = t
 			}
 		}
 		recs[i] = ProcRecord{PID: p.PID, StartTime: p.StartTime, Lane: l.Name, Why: p.Why, Orig: p.From,
-			IOPrio: disk.Snapshot(tids), Moved: now}
+			IOPrio: disk.Snapshot(tids[i]), Moved: now}
 		b, err := json.Marshal(recs[i])
 		if err != nil {
 			out[i].Err = fmt.Errorf("encode record of %d: %w", p.PID, err)
@@ -94,7 +97,7 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 		err := e.addProc(g, p.PID)
 		var saved disk.Saved
 		if err == nil {
-			saved, err = disk.ApplyProcess(p.PID, l.Disk)
+			saved, err = disk.ApplyThreads(p.PID, tids[i], l.Disk)
 		}
 		if err == nil {
 			err = e.CPU.JoinThreads(p.PID, l.CPU)

@@ -38,6 +38,9 @@ const (
 	// rescanEvery is how often, at most, /proc is rescanned after events
 	// were lost (dropped here, or by the kernel: overflow).
 	rescanEvery = time.Second
+	// flushEvery is how often the placer checks for placement records
+	// due to be written when no batch does (enforce.FlushRecords).
+	flushEvery = 250 * time.Millisecond
 	// sweepInterval is how often the records of processes that exited
 	// unseen are pruned (each exit seen is pruned at once).
 	sweepInterval = time.Minute
@@ -131,6 +134,11 @@ func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
 	defer sweep.Stop()
 	rescan := time.NewTicker(rescanEvery)
 	defer rescan.Stop()
+	// Records of placed processes wait in memory (with their copy in the
+	// lane's group) until they are a second old; this writes them when
+	// no batch comes to do it.
+	flush := time.NewTicker(flushEvery)
+	defer flush.Stop()
 	var reported uint64
 	var rd procfs.Reader
 	execs := make([]int, 0, maxBatch)
@@ -151,6 +159,11 @@ func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
 		case <-rescan.C:
 			if pl.rescan.Swap(false) {
 				d.applyRulesToRunning()
+			}
+			continue
+		case <-flush.C:
+			if err := d.engine.FlushRecords(); err != nil {
+				d.logf("%v", err)
 			}
 			continue
 		case pid := <-pl.execs:
@@ -179,6 +192,9 @@ func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
 		}
 		if len(execs) > 0 {
 			d.placeNew(d.config(), execs, &rd)
+		}
+		if err := d.engine.FlushRecords(); err != nil {
+			d.logf("%v", err)
 		}
 		if n := pl.dropped.Load(); n != reported {
 			reported = n

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -33,6 +35,20 @@ type Store struct {
 	// a process storm writes a batch every few milliseconds, and SQLite's
 	// prepare was a third of each transaction's cost.
 	put, del *sql.Stmt
+
+	// mu guards later, the entries PutLater staged, and since, when the
+	// oldest of them was staged.
+	mu    sync.Mutex
+	later map[laterKey]laterEntry
+	seq   int
+	since time.Time
+}
+
+type laterKey struct{ kind, key string }
+
+type laterEntry struct {
+	Entry
+	seq int
 }
 
 // Record is one stored entry.
@@ -287,16 +303,20 @@ func MoveAside(dir string) (string, error) {
 // Path returns the database file path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database.
+// Close writes what PutLater staged and closes the database.
 func (s *Store) Close() error {
+	err := s.Flush()
 	s.put.Close()
 	s.del.Close()
-	return s.db.Close()
+	return errors.Join(err, s.db.Close())
 }
 
 // Put stores v (JSON-encoded) under kind/key, replacing any earlier value
 // but keeping its creation time.
 func (s *Store) Put(kind, key string, v any) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s %s: %w", kind, key, err)
@@ -312,6 +332,9 @@ func (s *Store) Put(kind, key string, v any) error {
 
 // Get decodes the record kind/key into v; ErrNotFound if absent.
 func (s *Store) Get(kind, key string, v any) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	var data string
 	err := s.db.QueryRow(`SELECT data FROM objects WHERE kind = ? AND key = ?`, kind, key).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -328,6 +351,9 @@ func (s *Store) Get(kind, key string, v any) error {
 
 // Delete removes kind/key; deleting a missing record is not an error.
 func (s *Store) Delete(kind, key string) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	if _, err := s.db.Exec(`DELETE FROM objects WHERE kind = ? AND key = ?`, kind, key); err != nil {
 		return fmt.Errorf("forget %s %s: %w", kind, key, err)
 	}
@@ -336,6 +362,9 @@ func (s *Store) Delete(kind, key string) error {
 
 // List returns the records of a kind, oldest first.
 func (s *Store) List(kind string) ([]Record, error) {
+	if err := s.Flush(); err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Query(`SELECT kind, key, data, created FROM objects WHERE kind = ? ORDER BY created, key`, kind)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", kind, err)
@@ -361,6 +390,9 @@ func (s *Store) List(kind string) ([]Record, error) {
 
 // Count returns how many records of all kinds are stored.
 func (s *Store) Count() (int, error) {
+	if err := s.Flush(); err != nil {
+		return 0, err
+	}
 	var n int
 	if err := s.db.QueryRow(`SELECT COUNT(*) FROM objects`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count records: %w", err)
@@ -381,6 +413,13 @@ func (s *Store) PutMany(entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	return s.putMany(entries)
+}
+
+func (s *Store) putMany(entries []Entry) error {
 	now := time.Now().UnixNano()
 	return s.tx(func(tx *sql.Tx) error {
 		st := tx.Stmt(s.put)
@@ -407,6 +446,9 @@ func (s *Store) DeleteMany(kind string, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	return s.tx(func(tx *sql.Tx) error {
 		st := tx.Stmt(s.del)
 		defer st.Close()
@@ -431,5 +473,91 @@ func (s *Store) tx(fn func(*sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("state %s: commit: %w", s.path, err)
 	}
+	return nil
+}
+
+// PutLater stages entries to be stored (as PutMany) by the next Flush:
+// every other method of the store, and Close, flushes first, so they see
+// them. It is for records that have a copy elsewhere until they are
+// flushed (lanes' process records have one in their group, from which a
+// start after a crash rebuilds what the store lacks), and many of which
+// go again soon (the children of a process storm): DropLater cancels a
+// staged entry without touching the database. A later PutLater of the
+// same kind/key replaces the staged entry.
+func (s *Store) PutLater(entries []Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.later == nil {
+		s.later = map[laterKey]laterEntry{}
+	}
+	if len(s.later) == 0 {
+		s.since = time.Now()
+	}
+	for _, e := range entries {
+		s.seq++
+		s.later[laterKey{e.Kind, e.Key}] = laterEntry{Entry: e, seq: s.seq}
+	}
+}
+
+// DropLater cancels the staged entries of kind with these keys and
+// returns the keys that had none staged (for DeleteMany). A cancelled
+// entry leaves the database as it was before its PutLater.
+func (s *Store) DropLater(kind string, keys []string) (rest []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		lk := laterKey{kind, k}
+		if _, ok := s.later[lk]; ok {
+			delete(s.later, lk)
+			continue
+		}
+		rest = append(rest, k)
+	}
+	return rest
+}
+
+// Staged is how many entries PutLater staged and no Flush wrote yet.
+func (s *Store) Staged() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.later)
+}
+
+// FlushOlder flushes when the oldest staged entry is at least age old,
+// or when more than max are staged.
+func (s *Store) FlushOlder(age time.Duration, max int) error {
+	s.mu.Lock()
+	due := len(s.later) > 0 && (time.Since(s.since) >= age || len(s.later) > max)
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return s.Flush()
+}
+
+// Flush writes what PutLater staged, in one transaction. On an error the
+// entries stay staged.
+func (s *Store) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.later) == 0 {
+		return nil
+	}
+	staged := make([]laterEntry, 0, len(s.later))
+	for _, e := range s.later {
+		staged = append(staged, e)
+	}
+	sort.Slice(staged, func(i, j int) bool { return staged[i].seq < staged[j].seq })
+	entries := make([]Entry, len(staged))
+	for i, e := range staged {
+		entries[i] = e.Entry
+	}
+	if err := s.putMany(entries); err != nil {
+		return err
+	}
+	clear(s.later)
 	return nil
 }

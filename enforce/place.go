@@ -38,9 +38,9 @@ type Placed struct {
 // commits. Each process's record is written before it changes, as Move's
 // are, but first in its lane's group (the second record, an extended
 // attribute) and staged in the store (state.PutLater): the store writes it
-// with others at the next flush (FlushRecords, every placement batch once
-// the oldest is flushAge old), and a process that exits before then
-// (ForgetExited) never reaches the database. A crash in between loses no
+// once it is flushAge old (FlushRecords, after every placement batch and
+// on a timer; the records due together in one transaction), and a process
+// that exits before then (ForgetExited) never reaches the database. A crash in between loses no
 // record: the next start rebuilds the records the store lacks from the
 // groups' copies (Recover). Where the group's copy cannot be written, the
 // record goes to the database, in one transaction for the batch, before
@@ -264,8 +264,8 @@ const (
 	flushMax = 4096
 )
 
-// FlushRecords writes the records PlaceBatch staged once the oldest is
-// flushAge old (or more than flushMax wait). The placer calls it after
+// FlushRecords writes the records PlaceBatch staged that are flushAge
+// old (all of them when more than flushMax wait). The placer calls it after
 // every batch and on a timer.
 func (e *Engine) FlushRecords() error {
 	if err := e.store.FlushOlder(flushAge, flushMax); err != nil {

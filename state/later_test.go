@@ -34,6 +34,19 @@ func TestPutLater(t *testing.T) {
 	if err := s.FlushOlder(time.Hour, 1); err != nil || s.Staged() != 0 {
 		t.Errorf("FlushOlder(1h, 1) = %v with %d staged, want all flushed", err, s.Staged())
 	}
+	// Only what is old enough goes: 7 was staged before 8 and the cut.
+	s.PutLater([]Entry{{Kind: KindProc, Key: "7", Value: "seven"}})
+	time.Sleep(30 * time.Millisecond)
+	s.PutLater([]Entry{{Kind: KindProc, Key: "8", Value: "eight"}})
+	if err := s.FlushOlder(20*time.Millisecond, 100); err != nil || s.Staged() != 1 {
+		t.Errorf("FlushOlder(20ms, 100) = %v with %d staged, want 8 left staged", err, s.Staged())
+	}
+	if rest := s.DropLater(KindProc, []string{"7", "8"}); !slices.Equal(rest, []string{"7"}) {
+		t.Errorf("DropLater(7, 8) = %v, want [7] (flushed), 8 cancelled", rest)
+	}
+	if err := s.DeleteMany(KindProc, []string{"7"}); err != nil {
+		t.Fatal(err)
+	}
 	s.PutLater([]Entry{{Kind: KindProc, Key: "5", Value: "five"}})
 	tests := []struct {
 		key, want string

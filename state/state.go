@@ -36,12 +36,10 @@ type Store struct {
 	// prepare was a third of each transaction's cost.
 	put, del *sql.Stmt
 
-	// mu guards later, the entries PutLater staged, and since, when the
-	// oldest of them was staged.
+	// mu guards later, the entries PutLater staged.
 	mu    sync.Mutex
 	later map[laterKey]laterEntry
 	seq   int
-	since time.Time
 }
 
 type laterKey struct{ kind, key string }
@@ -49,6 +47,7 @@ type laterKey struct{ kind, key string }
 type laterEntry struct {
 	Entry
 	seq int
+	at  time.Time // when it was staged
 }
 
 // Record is one stored entry.
@@ -493,12 +492,10 @@ func (s *Store) PutLater(entries []Entry) {
 	if s.later == nil {
 		s.later = map[laterKey]laterEntry{}
 	}
-	if len(s.later) == 0 {
-		s.since = time.Now()
-	}
+	now := time.Now()
 	for _, e := range entries {
 		s.seq++
-		s.later[laterKey{e.Kind, e.Key}] = laterEntry{Entry: e, seq: s.seq}
+		s.later[laterKey{e.Kind, e.Key}] = laterEntry{Entry: e, seq: s.seq, at: now}
 	}
 }
 
@@ -526,16 +523,17 @@ func (s *Store) Staged() int {
 	return len(s.later)
 }
 
-// FlushOlder flushes when the oldest staged entry is at least age old,
-// or when more than max are staged.
+// FlushOlder writes the staged entries that are at least age old, or
+// every staged entry when more than max are staged; younger ones stay
+// staged (a process that exits meanwhile never reaches the database).
 func (s *Store) FlushOlder(age time.Duration, max int) error {
 	s.mu.Lock()
-	due := len(s.later) > 0 && (time.Since(s.since) >= age || len(s.later) > max)
-	s.mu.Unlock()
-	if !due {
-		return nil
+	defer s.mu.Unlock()
+	if len(s.later) > max {
+		return s.flushLocked(func(laterEntry) bool { return true })
 	}
-	return s.Flush()
+	cut := time.Now().Add(-age)
+	return s.flushLocked(func(e laterEntry) bool { return !e.at.After(cut) })
 }
 
 // Flush writes what PutLater staged, in one transaction. On an error the
@@ -543,12 +541,23 @@ func (s *Store) FlushOlder(age time.Duration, max int) error {
 func (s *Store) Flush() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.flushLocked(func(laterEntry) bool { return true })
+}
+
+// flushLocked writes the staged entries that due accepts, in one
+// transaction, and unstages them.
+func (s *Store) flushLocked(due func(laterEntry) bool) error {
 	if len(s.later) == 0 {
 		return nil
 	}
-	staged := make([]laterEntry, 0, len(s.later))
+	var staged []laterEntry
 	for _, e := range s.later {
-		staged = append(staged, e)
+		if due(e) {
+			staged = append(staged, e)
+		}
+	}
+	if len(staged) == 0 {
+		return nil
 	}
 	sort.Slice(staged, func(i, j int) bool { return staged[i].seq < staged[j].seq })
 	entries := make([]Entry, len(staged))
@@ -558,6 +567,8 @@ func (s *Store) Flush() error {
 	if err := s.putMany(entries); err != nil {
 		return err
 	}
-	clear(s.later)
+	for _, e := range staged {
+		delete(s.later, laterKey{e.Kind, e.Key})
+	}
 	return nil
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/monitor"
 )
@@ -36,6 +38,9 @@ const (
 	// rescanEvery is how often, at most, /proc is rescanned after events
 	// were lost (dropped here, or by the kernel: overflow).
 	rescanEvery = time.Second
+	// flushEvery is how often the placer checks for placement records
+	// due to be written when no batch does (enforce.FlushRecords).
+	flushEvery = 250 * time.Millisecond
 	// sweepInterval is how often the records of processes that exited
 	// unseen are pruned (each exit seen is pruned at once).
 	sweepInterval = time.Minute
@@ -78,7 +83,7 @@ func (p *placer) exit(pid int) {
 func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	var events <-chan monitor.Event
-	pc, err := monitor.ListenProc(d.logf)
+	pc, err := monitor.ListenProcExecExit(d.logf)
 	if err == nil {
 		d.events = "proc connector"
 		events = pc.Events()
@@ -129,7 +134,13 @@ func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
 	defer sweep.Stop()
 	rescan := time.NewTicker(rescanEvery)
 	defer rescan.Stop()
+	// Records of placed processes wait in memory (with their copy in the
+	// lane's group) until they are a second old; this writes them when
+	// no batch comes to do it.
+	flush := time.NewTicker(flushEvery)
+	defer flush.Stop()
 	var reported uint64
+	var rd procfs.Reader
 	execs := make([]int, 0, maxBatch)
 	exits := make([]int, 0, maxBatch)
 	for {
@@ -148,6 +159,11 @@ func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
 		case <-rescan.C:
 			if pl.rescan.Swap(false) {
 				d.applyRulesToRunning()
+			}
+			continue
+		case <-flush.C:
+			if err := d.engine.FlushRecords(); err != nil {
+				d.logf("%v", err)
 			}
 			continue
 		case pid := <-pl.execs:
@@ -175,7 +191,10 @@ func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
 			}
 		}
 		if len(execs) > 0 {
-			d.placeNew(d.config(), execs)
+			d.placeNew(d.config(), execs, &rd)
+		}
+		if err := d.engine.FlushRecords(); err != nil {
+			d.logf("%v", err)
 		}
 		if n := pl.dropped.Load(); n != reported {
 			reported = n
@@ -187,8 +206,12 @@ func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
 
 // placeNew applies the rules to the processes pids (just exec'd, or found
 // by a scan): each that is in no lane and that a rule matches goes to the
-// rule's lane, a lane's share in one batch.
-func (d *Daemon) placeNew(cfg *lane.Config, pids []int) {
+// rule's lane, a lane's share in one batch. It reads what the rules need
+// and no more, cheapest first, through rd: /proc/PID/stat (comm, start
+// time, threads; a process that exited is dropped here), status only if
+// a rule has a user, cgroup (a process in a lane is left alone), and the
+// executable only if a rule has an exe and the rest could match.
+func (d *Daemon) placeNew(cfg *lane.Config, pids []int, rd *procfs.Reader) {
 	if len(cfg.Rules) == 0 {
 		return
 	}
@@ -199,22 +222,37 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int) {
 	}
 	byLane := map[string][]item{}
 	self := os.Getpid()
-	// The uid (from /proc/PID/status) only matters to rules with a user.
-	read := enforce.ReadProcStat
+	needUID, needExe, allComm := false, false, true
+	comms := map[string]bool{}
 	for _, r := range cfg.Rules {
-		if r.User != "" {
-			read = enforce.ReadProc
+		needUID = needUID || r.User != ""
+		needExe = needExe || r.Exe != ""
+		if r.Comm == "" {
+			allComm = false
 		}
+		comms[r.Comm] = true
 	}
 	for _, pid := range pids {
 		if pid == self {
 			continue
 		}
-		pi, err := read(pid)
-		if err != nil || pi.Exiting {
+		st, err := rd.Stat(pid)
+		if err != nil || st.Exited() || st.Exiting() || st.KernelThread() {
 			continue // gone, or unreadable: nothing to place
 		}
-		p, cg, err := monitor.ReadProcessWith(pid, pi.Comm, pi.UID)
+		if allComm && !comms[st.Comm] {
+			continue // every rule names a command, and not this one
+		}
+		p := lane.Process{PID: pid, Comm: st.Comm}
+		if needUID {
+			u, err := rd.UIDs(pid)
+			if err != nil {
+				continue
+			}
+			p.UID = u.Real
+			p.User = monitor.UserName(u.Real)
+		}
+		cg, err := rd.File(pid, "cgroup")
 		if err != nil {
 			continue
 		}
@@ -222,13 +260,20 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int) {
 		if err != nil || laneOfMembership(from) != "" {
 			continue // rules place processes that are in no lane
 		}
+		p.Cgroup = monitor.CgroupPath(cg)
+		p.Unit = lane.UnitOf(p.Cgroup)
+		if needExe {
+			if p.Exe, err = rd.Exe(pid); err != nil {
+				continue
+			}
+		}
 		name, rule := cfg.Match(p)
 		if rule == nil {
 			continue
 		}
 		byLane[name] = append(byLane[name], item{
-			Placement: enforce.Placement{PID: pid, StartTime: pi.StartTime, From: from, Threads: pi.Threads,
-				Why: fmt.Sprintf("rule:%d", rule.Line)},
+			Placement: enforce.Placement{PID: pid, StartTime: st.StartTime, From: from, Threads: st.Threads,
+				Why: "rule:" + strconv.Itoa(rule.Line)},
 			comm: p.Comm, line: rule.Line,
 		})
 	}
@@ -291,6 +336,7 @@ func (d *Daemon) applyRulesToRunning() {
 		d.logf("scan processes: %v", err)
 	}
 	var pids []int
+	var rd procfs.Reader
 	for _, p := range procs {
 		if _, rule := cfg.Match(p); rule != nil {
 			pids = append(pids, p.PID)
@@ -298,7 +344,7 @@ func (d *Daemon) applyRulesToRunning() {
 	}
 	for len(pids) > 0 {
 		n := min(len(pids), maxBatch)
-		d.placeNew(cfg, pids[:n])
+		d.placeNew(cfg, pids[:n], &rd)
 		pids = pids[n:]
 	}
 }

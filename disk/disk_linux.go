@@ -69,7 +69,13 @@ func SetIOPrio(tid int, c lane.IOClass, level int) error {
 // catch threads created during the first walk; threads and children
 // created afterwards inherit the priority on clone. IONone leaves the
 // process alone.
-func ApplyProcess(pid int, d lane.Disk) (Saved, error) {
+func ApplyProcess(pid int, d lane.Disk) (Saved, error) { return ApplyThreads(pid, nil, d) }
+
+// ApplyThreads is ApplyProcess whose first walk goes over tids, the
+// threads the caller has just listed (or knows: a process /proc/PID/stat
+// gave one thread has only pid), saving one listing of /proc/PID/task;
+// the second walk lists them. nil tids: both walks list.
+func ApplyThreads(pid int, tids []int, d lane.Disk) (Saved, error) {
 	saved := Saved{}
 	if d.Class == lane.IONone {
 		return saved, nil
@@ -80,9 +86,11 @@ func ApplyProcess(pid int, d lane.Disk) (Saved, error) {
 	}
 	seen := map[int]bool{}
 	for pass := 0; pass < 2; pass++ {
-		tids, err := cgroup.Threads(pid)
-		if err != nil {
-			return saved, fmt.Errorf("apply ioprio to %d: %w", pid, err)
+		if pass > 0 || tids == nil {
+			var err error
+			if tids, err = cgroup.Threads(pid); err != nil {
+				return saved, fmt.Errorf("apply ioprio to %d: %w", pid, err)
+			}
 		}
 		for _, tid := range tids {
 			if seen[tid] {

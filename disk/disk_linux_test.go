@@ -37,9 +37,22 @@ func threadPrios(t *testing.T, pid int) map[int]prio {
 
 // TestApplyProcessEveryThread sets the idle class on a process with 4+
 // threads, checks every thread, and restores the originals, which differ
-// per thread.
+// per thread: through ApplyProcess, and through ApplyThreads told of the
+// main thread only (its second walk must find the others).
 func TestApplyProcessEveryThread(t *testing.T) {
 	testutil.RequireRoot(t)
+	for _, tc := range []struct {
+		name  string
+		apply func(pid int, d lane.Disk) (Saved, error)
+	}{
+		{"ApplyProcess", ApplyProcess},
+		{"ApplyThreads(main only)", func(pid int, d lane.Disk) (Saved, error) { return ApplyThreads(pid, []int{pid}, d) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { applyEveryThread(t, tc.apply) })
+	}
+}
+
+func applyEveryThread(t *testing.T, apply func(pid int, d lane.Disk) (Saved, error)) {
 	c := testutil.StartChild(t, "threads 4 30s")
 	c.Line(t)
 	tids, err := cgroup.Threads(c.PID())
@@ -60,7 +73,7 @@ func TestApplyProcessEveryThread(t *testing.T) {
 	if orig[tids[1]] != (prio{lane.IOBestEffort, 3}) || orig[tids[2]] != (prio{lane.IORealtime, 6}) {
 		t.Fatalf("SetIOPrio did not take: %v", orig)
 	}
-	saved, err := ApplyProcess(c.PID(), lane.Disk{Class: lane.IOIdle})
+	saved, err := apply(c.PID(), lane.Disk{Class: lane.IOIdle})
 	if err != nil {
 		t.Fatal(err)
 	}

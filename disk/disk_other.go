@@ -21,6 +21,9 @@ func SetIOPrio(tid int, c lane.IOClass, level int) error { return errUnsupported
 // ApplyProcess is not supported outside Linux.
 func ApplyProcess(pid int, d lane.Disk) (Saved, error) { return nil, errUnsupported }
 
+// ApplyThreads is not supported outside Linux.
+func ApplyThreads(pid int, tids []int, d lane.Disk) (Saved, error) { return nil, errUnsupported }
+
 // RestoreProcess is not supported outside Linux.
 func RestoreProcess(pid int, s Saved) error { return errUnsupported }
 

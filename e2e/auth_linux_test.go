@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/api/client"
+	"github.com/lanes-qos/lanes/internal/procfs"
 )
 
 // postAs sends one request to lanesd as the user cred (nil: root) and
@@ -42,21 +42,8 @@ func (e *env) postAs(cred *syscall.Credential, route, body string) (int, string)
 
 // uids returns a process's real and effective uid.
 func uids(pid int) (real, eff int, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
-			fs := strings.Fields(v)
-			real, _ = strconv.Atoi(fs[0])
-			eff, _ = strconv.Atoi(fs[1])
-			return real, eff, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("no Uid line for %d", pid)
+	u, err := procfs.ReadUIDs(pid)
+	return u.Real, u.Effective, err
 }
 
 // startTree starts sh -c script as cred in a process group of its own

@@ -31,20 +31,23 @@ func noteKey(pid int) string { return "p." + strconv.Itoa(pid) }
 
 // writeNote stores rec in g's notes. A failure does not fail the move (the
 // state store has the record); it is counted and shown by NoteProblem.
-func (e *Engine) writeNote(g cgroup.Group, rec ProcRecord) {
+func (e *Engine) writeNote(g cgroup.Group, rec ProcRecord) bool {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		e.noteFailed(rec.PID, err)
-		return
+		return false
 	}
-	e.writeNoteJSON(g, rec.PID, b)
+	return e.writeNoteJSON(g, rec.PID, b)
 }
 
-// writeNoteJSON is writeNote with the record already encoded.
-func (e *Engine) writeNoteJSON(g cgroup.Group, pid int, b []byte) {
+// writeNoteJSON is writeNote with the record already encoded. It reports
+// whether the note was written.
+func (e *Engine) writeNoteJSON(g cgroup.Group, pid int, b []byte) bool {
 	if err := g.SetNote(noteKey(pid), b); err != nil {
 		e.noteFailed(pid, err)
+		return false
 	}
+	return true
 }
 
 func (e *Engine) noteFailed(pid int, err error) {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lanes-qos/lanes/disk"
 	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/state"
 )
@@ -35,11 +35,16 @@ type Placed struct {
 }
 
 // PlaceBatch puts many new processes into lane l at the cost of few
-// commits: the records of the whole batch are written in one transaction
-// before anything changes (as Move's are, one by one), then each process
-// joins, then one more transaction corrects the records of processes whose
-// threads had more than one I/O priority to save, and one drops those that
-// exited meanwhile. It is Move for a process storm: no authorisation
+// commits. Each process's record is written before it changes, as Move's
+// are, but first in its lane's group (the second record, an extended
+// attribute) and staged in the store (state.PutLater): the store writes it
+// once it is flushAge old (FlushRecords, after every placement batch and
+// on a timer; the records due together in one transaction), and a process
+// that exits before then (ForgetExited) never reaches the database. A crash in between loses no
+// record: the next start rebuilds the records the store lacks from the
+// groups' copies (Recover). Where the group's copy cannot be written, the
+// record goes to the database, in one transaction for the batch, before
+// the process joins. It is Move for a process storm: no authorisation
 // check, and children forked before their parent joined are moved after
 // it (by Move). A process already in a lane is left alone.
 func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
@@ -49,8 +54,10 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 	}
 	out := make([]Placed, len(ps))
 	recs := make([]ProcRecord, len(ps))
-	entries := make([]state.Entry, 0, len(ps))
 	encoded := make([][]byte, len(ps))
+	// tids are each process's threads as listed for the record: the first
+	// walk of its I/O priority goes over them.
+	tids := make([][]int, len(ps))
 	now := time.Now()
 	for i, p := range ps {
 		out[i].PID = p.PID
@@ -58,43 +65,59 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 			out[i].Err = fmt.Errorf("process %d is in a lane already (%+v)", p.PID, p.From)
 			continue
 		}
-		tids := []int{p.PID}
+		tids[i] = []int{p.PID}
 		if p.Threads > 1 {
 			if t, err := cgroup.Threads(p.PID); err == nil {
-				tids = t
+				tids[i] = t
 			}
 		}
 		recs[i] = ProcRecord{PID: p.PID, StartTime: p.StartTime, Lane: l.Name, Why: p.Why, Orig: p.From,
-			IOPrio: disk.Snapshot(tids), Moved: now}
+			IOPrio: disk.Snapshot(tids[i]), Moved: now}
 		b, err := json.Marshal(recs[i])
 		if err != nil {
 			out[i].Err = fmt.Errorf("encode record of %d: %w", p.PID, err)
 			continue
 		}
 		encoded[i] = b
-		entries = append(entries, state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), JSON: b})
 	}
-	// Record first: a crash after a change still knows where each came from.
-	for i := range ps {
-		if out[i].Err == nil {
-			e.noteRecordedStart(ps[i].PID, ps[i].StartTime, l.Name)
+	// Record first: a crash after a change still knows where each came
+	// from, from the group's copy or from the database.
+	noted := make([]bool, len(ps))
+	var durable, later []state.Entry
+	for i, p := range ps {
+		if out[i].Err != nil {
+			continue
+		}
+		e.noteRecordedStart(p.PID, p.StartTime, l.Name)
+		noted[i] = e.writeNoteJSON(g, p.PID, encoded[i])
+		ent := state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), JSON: encoded[i]}
+		if noted[i] {
+			later = append(later, ent)
+		} else {
+			durable = append(durable, ent)
 		}
 	}
-	if err := e.store.PutMany(entries); err != nil {
-		return nil, fmt.Errorf("place %d processes in %s: %w", len(entries), l.Name, err)
+	if err := e.store.PutMany(durable); err != nil {
+		for i, p := range ps {
+			if out[i].Err == nil {
+				g.RemoveNote(noteKey(p.PID))
+				e.dropRecorded(p.PID)
+			}
+		}
+		return nil, fmt.Errorf("place %d processes in %s: %w", len(durable), l.Name, err)
 	}
-	var fix []state.Entry
+	e.store.PutLater(later)
+	var fix, fixLater []state.Entry
 	var gone []string
 	for i, p := range ps {
 		if out[i].Err != nil {
 			continue
 		}
 		rec := &recs[i]
-		e.writeNoteJSON(g, p.PID, encoded[i])
 		err := e.addProc(g, p.PID)
 		var saved disk.Saved
 		if err == nil {
-			saved, err = disk.ApplyProcess(p.PID, l.Disk)
+			saved, err = disk.ApplyThreads(p.PID, tids[i], l.Disk)
 		}
 		if err == nil {
 			err = e.CPU.JoinThreads(p.PID, l.CPU)
@@ -121,15 +144,20 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 			}
 		}
 		if changed {
-			fix = append(fix, state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), Value: *rec})
-			e.writeNote(g, *rec)
+			ent := state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), Value: *rec}
+			if noted[i] && e.writeNote(g, *rec) {
+				fixLater = append(fixLater, ent)
+			} else {
+				fix = append(fix, ent)
+			}
 		}
 	}
 	var errs []error
 	if err := e.store.PutMany(fix); err != nil {
 		errs = append(errs, err)
 	}
-	if err := e.store.DeleteMany(state.KindProc, gone); err != nil {
+	e.store.PutLater(fixLater)
+	if err := e.store.DeleteMany(state.KindProc, e.store.DropLater(state.KindProc, gone)); err != nil {
 		errs = append(errs, err)
 	}
 	// Children forked between the exec and the join stayed outside.
@@ -216,7 +244,7 @@ func (e *Engine) ForgetExited(pids []int) error {
 		keys = append(keys, strconv.Itoa(pid))
 		lanes = append(lanes, m.lane)
 	}
-	if err := e.store.DeleteMany(state.KindProc, keys); err != nil {
+	if err := e.store.DeleteMany(state.KindProc, e.store.DropLater(state.KindProc, keys)); err != nil {
 		return fmt.Errorf("forget exited processes: %w", err)
 	}
 	for i, k := range keys {
@@ -224,6 +252,24 @@ func (e *Engine) ForgetExited(pids []int) error {
 			pid, _ := strconv.Atoi(k)
 			e.removeNote(lanes[i], pid)
 		}
+	}
+	return nil
+}
+
+// flushAge is how long a placement's record may wait in memory (with its
+// copy in the group) before it is written to the database; flushMax is how
+// many may wait.
+const (
+	flushAge = time.Second
+	flushMax = 4096
+)
+
+// FlushRecords writes the records PlaceBatch staged that are flushAge
+// old (all of them when more than flushMax wait). The placer calls it after
+// every batch and on a timer.
+func (e *Engine) FlushRecords() error {
+	if err := e.store.FlushOlder(flushAge, flushMax); err != nil {
+		return fmt.Errorf("write placement records: %w", err)
 	}
 	return nil
 }
@@ -242,8 +288,8 @@ func children(pid, threads int) ([]int, error) {
 	if threads != 1 {
 		return cgroup.Descendants(pid)
 	}
-	b, err := readSmall("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
-	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+	kids, err := procfs.Children(pid, pid)
+	if err != nil || len(kids) == 0 {
 		return nil, err
 	}
 	return cgroup.Descendants(pid)

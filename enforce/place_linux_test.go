@@ -2,6 +2,9 @@ package enforce
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -111,5 +114,93 @@ func TestPlaceBatch(t *testing.T) {
 		if m, _ := cgroup.ProcMembership(pid); m.V1[cgroup.CPU] != ps[i+1].From.V1[cgroup.CPU] {
 			t.Errorf("process %d after restore: in %+v, want %+v", pid, m, ps[i+1].From)
 		}
+	}
+}
+
+// TestPlaceBatchCrashBeforeFlush: a placement's record waits in memory
+// (its copy in the group) until it is flushAge old; a crash before then
+// loses it from the database, and the next start rebuilds it from the
+// group, so that a stop still puts the process back where it came from.
+// The crash is a copy of the database files taken while the first engine
+// runs (what a kill -9 would leave), opened by a second engine.
+func TestPlaceBatchCrashBeforeFlush(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	store, err := state.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	prefix := testutil.UniqueName("lanes-t") + "-"
+	opts := Options{Store: store, GroupName: func(n string) string { return prefix + n }}
+	e, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lane.Lane{Name: "crash", CPU: lane.CPU{Weight: 10}, Disk: lane.Disk{Class: lane.IOIdle}}
+	c := testutil.StartChild(t, "sleep 30s")
+	c.Line(t)
+	pid := c.PID()
+	pi, err := ReadProcStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := cgroup.ProcMembership(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.PlaceBatch(l, []Placement{{PID: pid, StartTime: pi.StartTime, From: from, Threads: pi.Threads, Why: "rule:7"}})
+	if err != nil || out[0].Err != nil {
+		t.Fatalf("PlaceBatch = %+v, %v", out, err)
+	}
+	if n := store.Staged(); n != 1 {
+		t.Fatalf("%d records staged, want 1 (the placement's, not yet due)", n)
+	}
+	if err := e.FlushRecords(); err != nil || store.Staged() != 1 {
+		t.Fatalf("FlushRecords before flushAge: %v, %d staged; want it kept", err, store.Staged())
+	}
+	// The crash: the database as the disk has it now.
+	crashed := t.TempDir()
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(filepath.Join(dir, state.FileName+suffix))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(crashed, state.FileName+suffix), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store2, err := state.Open(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store2.Close()
+	if err := store2.Get(state.KindProc, strconv.Itoa(pid), &ProcRecord{}); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("record of %d in the crashed database: %v, want none (still staged when it crashed)", pid, err)
+	}
+	opts.Store = store2
+	e2, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := e2.Recover()
+	if err != nil || rc.Rebuilt != 1 {
+		t.Fatalf("Recover = %+v, %v; want 1 record rebuilt", rc, err)
+	}
+	var rec ProcRecord
+	if err := store2.Get(state.KindProc, strconv.Itoa(pid), &rec); err != nil || rec.Why != "rule:7" || rec.StartTime != pi.StartTime {
+		t.Fatalf("rebuilt record: %+v, %v", rec, err)
+	}
+	if err := e2.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := cgroup.ProcMembership(pid); m.V1[cgroup.CPU] != from.V1[cgroup.CPU] || m.V2 != from.V2 {
+		t.Errorf("process %d after the restarted engine's stop: in %+v, want %+v", pid, m, from)
+	}
+	if c, _, _ := disk.GetIOPrio(pid); c == lane.IOIdle {
+		t.Errorf("process %d after the stop: I/O class still idle", pid)
 	}
 }

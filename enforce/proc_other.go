@@ -5,6 +5,8 @@ package enforce
 import (
 	"errors"
 	"fmt"
+
+	"github.com/lanes-qos/lanes/internal/procfs"
 )
 
 // ProcInfo is what lanes reads of a process from /proc.
@@ -18,7 +20,7 @@ type ProcInfo struct {
 }
 
 // ErrNoProcess is wrapped when a PID does not exist.
-var ErrNoProcess = errors.New("no such process")
+var ErrNoProcess = procfs.ErrNoProcess
 
 // ReadProc reads a process; an error wrapping ErrNoProcess if it does
 // not exist or has exited (a zombie).

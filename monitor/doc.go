@@ -1,6 +1,7 @@
 // Package monitor is lanes' source of process events: the kernel's proc
-// connector (fork, exec, exit), a /proc-polling fallback for hosts where
-// the connector is unavailable, and readers that describe a process from
-// /proc as a lane.Process for rule matching. The API and CLI packages must
-// not import it; only the daemon does.
+// connector (fork, exec, exit; ListenProcExecExit filters the socket to
+// execs and process exits), a /proc-polling fallback for hosts where the
+// connector is unavailable, and readers that describe a process from /proc
+// (through internal/procfs) as a lane.Process for rule matching. The API
+// and CLI packages must not import it; only the daemon does.
 package monitor

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mdlayher/netlink"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,15 +61,37 @@ type ProcConnector struct {
 
 // ListenProc subscribes to the proc connector. Events flow until Close.
 func ListenProc(logf func(format string, args ...any)) (*ProcConnector, error) {
-	return listenProc(logf, recvBuffer, eventBuffer)
+	return listenProcFiltered(logf, recvBuffer, eventBuffer, nil)
 }
 
 // listenProc is ListenProc with the socket receive buffer (bytes) and the
 // channel capacity given.
 func listenProc(logf func(format string, args ...any), recvBuf, chanCap int) (*ProcConnector, error) {
-	conn, err := netlink.Dial(netlinkConnector, &netlink.Config{Groups: cnIdxProc})
+	return listenProcFiltered(logf, recvBuf, chanCap, nil)
+}
+
+// listenProcFiltered is listenProc with a socket filter (none if nil),
+// attached before the subscription so that no event passes unfiltered.
+func listenProcFiltered(logf func(format string, args ...any), recvBuf, chanCap int, filter []bpf.RawInstruction) (*ProcConnector, error) {
+	// With a filter, the socket joins the group only once the filter is
+	// on: a socket bound to it receives events at once (another listener
+	// has them sent), unfiltered.
+	cfg := &netlink.Config{Groups: cnIdxProc}
+	if filter != nil {
+		cfg = &netlink.Config{}
+	}
+	conn, err := netlink.Dial(netlinkConnector, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("listen proc connector: %w", errnoHint(err))
+	}
+	if filter != nil {
+		if err := conn.SetBPF(filter); err != nil {
+			logf("proc connector: attach the event filter: %v (every event is read)", err)
+		}
+		if err := conn.JoinGroup(cnIdxProc); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("listen proc connector: join group: %w", errnoHint(err))
+		}
 	}
 	p := &ProcConnector{
 		conn:   conn,

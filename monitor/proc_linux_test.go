@@ -3,10 +3,12 @@ package monitor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -359,5 +361,110 @@ func TestPollProcs(t *testing.T) {
 		case <-timeout:
 			t.Fatal("PollProcs channel not closed after cancel")
 		}
+	}
+}
+
+// TestProcConnectorExecExitFilter: with the filter, no fork event and no
+// thread's exit reaches the reader, while execs and the exits of whole
+// processes do; a connector without it sees the forks and the thread's
+// exit of the same run.
+func TestProcConnectorExecExitFilter(t *testing.T) {
+	testutil.RequireRoot(t)
+	all, err := ListenProc(t.Logf)
+	if err != nil {
+		t.Fatalf("ListenProc: %v", err)
+	}
+	t.Cleanup(func() { all.Close() })
+	filtered, err := ListenProcExecExit(t.Logf)
+	if err != nil {
+		t.Fatalf("ListenProcExecExit: %v", err)
+	}
+	t.Cleanup(func() { filtered.Close() })
+
+	// A thread of this process that exits.
+	// (The runtime keeps the main thread when its goroutine exits: a
+	// goroutine that lands there holds it until the test ends, and the
+	// next one runs elsewhere.)
+	hold := make(chan struct{})
+	defer close(hold)
+	threadID := 0
+	for try := 0; try < 10 && threadID == 0; try++ {
+		tid := make(chan int)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+			id := syscall.Gettid()
+			if id == os.Getpid() {
+				tid <- 0
+				<-hold
+				return
+			}
+			tid <- id
+		}()
+		threadID = <-tid
+	}
+	if threadID == 0 {
+		t.Fatal("no goroutine ran on a thread other than the main one")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", threadID)); err != nil {
+			break // the thread has exited
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d did not exit", threadID)
+		}
+	}
+	// A shell that forks and execs a child, then a marker: the last event
+	// of the run is the marker's exit.
+	sh := exec.Command("/bin/sh", "-c", "/bin/true; exit 0")
+	if err := sh.Run(); err != nil {
+		t.Fatal(err)
+	}
+	marker := exec.Command("/bin/true")
+	if err := marker.Run(); err != nil {
+		t.Fatal(err)
+	}
+	shPID, markerPID := sh.Process.Pid, marker.Process.Pid
+
+	type seen struct{ forkOfShell, threadExit, shellExec, shellExit bool }
+	collect := func(ch <-chan Event) seen {
+		var s seen
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case ev, ok := <-ch:
+				if !ok {
+					t.Fatal("events closed")
+				}
+				switch {
+				case ev.Kind == Fork && ev.ParentTGID == shPID:
+					s.forkOfShell = true
+				case ev.Kind == Exit && ev.PID == threadID && ev.TGID == os.Getpid():
+					s.threadExit = true
+				case ev.Kind == Exec && ev.TGID == shPID:
+					s.shellExec = true
+				case ev.Kind == Exit && ev.PID == shPID && ev.TGID == shPID:
+					s.shellExit = true
+				}
+				if ev.Kind == Fork && ch == filtered.Events() {
+					t.Errorf("filtered connector passed a fork: %+v", ev)
+				}
+				if ev.Kind == Exit && ev.PID != ev.TGID && ch == filtered.Events() {
+					t.Errorf("filtered connector passed a thread's exit: %+v", ev)
+				}
+				if ev.Kind == Exit && ev.TGID == markerPID {
+					return s
+				}
+			case <-deadline:
+				t.Fatalf("no exit event of the marker %d", markerPID)
+			}
+		}
+	}
+	f := collect(filtered.Events())
+	if !f.shellExec || !f.shellExit || f.forkOfShell || f.threadExit {
+		t.Errorf("filtered: %+v, want the shell's exec and exit, no fork, no thread exit", f)
+	}
+	a := collect(all.Events())
+	if !a.forkOfShell || !a.threadExit || !a.shellExec || !a.shellExit {
+		t.Errorf("unfiltered: %+v, want the shell's fork, the thread's exit, the shell's exec and exit", a)
 	}
 }

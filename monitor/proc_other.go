@@ -60,7 +60,7 @@ func ReadProcessCgroup(pid int) (lane.Process, []byte, error) {
 	return lane.Process{PID: pid}, nil, fmt.Errorf("read process %d: %w", pid, errNoProc)
 }
 
-// ReadProcessWith fails: it reads /proc.
-func ReadProcessWith(pid int, comm string, uid int) (lane.Process, []byte, error) {
-	return lane.Process{PID: pid}, nil, fmt.Errorf("read process %d: %w", pid, errNoProc)
+// ListenProcExecExit fails: the proc connector is Linux-only.
+func ListenProcExecExit(logf func(format string, args ...any)) (*ProcConnector, error) {
+	return ListenProc(logf)
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -30,6 +32,23 @@ var ErrNotFound = errors.New("record not found")
 type Store struct {
 	db   *sql.DB
 	path string
+	// put and del are PutMany's and DeleteMany's statements, prepared once:
+	// a process storm writes a batch every few milliseconds, and SQLite's
+	// prepare was a third of each transaction's cost.
+	put, del *sql.Stmt
+
+	// mu guards later, the entries PutLater staged.
+	mu    sync.Mutex
+	later map[laterKey]laterEntry
+	seq   int
+}
+
+type laterKey struct{ kind, key string }
+
+type laterEntry struct {
+	Entry
+	seq int
+	at  time.Time // when it was staged
 }
 
 // Record is one stored entry.
@@ -91,8 +110,22 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db, path: path}, nil
+	st := &Store{db: db, path: path}
+	if st.put, err = db.Prepare(putSQL); err == nil {
+		st.del, err = db.Prepare(deleteSQL)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open state %s: prepare: %w", path, err)
+	}
+	return st, nil
 }
+
+const (
+	putSQL = `INSERT INTO objects(kind, key, data, created) VALUES(?, ?, ?, ?)
+			ON CONFLICT(kind, key) DO UPDATE SET data = excluded.data`
+	deleteSQL = `DELETE FROM objects WHERE kind = ? AND key = ?`
+)
 
 // initSchema checks the database's integrity and creates or checks the
 // objects table.
@@ -270,12 +303,20 @@ func MoveAside(dir string) (string, error) {
 // Path returns the database file path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close writes what PutLater staged and closes the database.
+func (s *Store) Close() error {
+	err := s.Flush()
+	s.put.Close()
+	s.del.Close()
+	return errors.Join(err, s.db.Close())
+}
 
 // Put stores v (JSON-encoded) under kind/key, replacing any earlier value
 // but keeping its creation time.
 func (s *Store) Put(kind, key string, v any) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s %s: %w", kind, key, err)
@@ -291,6 +332,9 @@ func (s *Store) Put(kind, key string, v any) error {
 
 // Get decodes the record kind/key into v; ErrNotFound if absent.
 func (s *Store) Get(kind, key string, v any) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	var data string
 	err := s.db.QueryRow(`SELECT data FROM objects WHERE kind = ? AND key = ?`, kind, key).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -307,6 +351,9 @@ func (s *Store) Get(kind, key string, v any) error {
 
 // Delete removes kind/key; deleting a missing record is not an error.
 func (s *Store) Delete(kind, key string) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	if _, err := s.db.Exec(`DELETE FROM objects WHERE kind = ? AND key = ?`, kind, key); err != nil {
 		return fmt.Errorf("forget %s %s: %w", kind, key, err)
 	}
@@ -315,6 +362,9 @@ func (s *Store) Delete(kind, key string) error {
 
 // List returns the records of a kind, oldest first.
 func (s *Store) List(kind string) ([]Record, error) {
+	if err := s.Flush(); err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Query(`SELECT kind, key, data, created FROM objects WHERE kind = ? ORDER BY created, key`, kind)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", kind, err)
@@ -340,6 +390,9 @@ func (s *Store) List(kind string) ([]Record, error) {
 
 // Count returns how many records of all kinds are stored.
 func (s *Store) Count() (int, error) {
+	if err := s.Flush(); err != nil {
+		return 0, err
+	}
 	var n int
 	if err := s.db.QueryRow(`SELECT COUNT(*) FROM objects`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count records: %w", err)
@@ -360,13 +413,16 @@ func (s *Store) PutMany(entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	return s.putMany(entries)
+}
+
+func (s *Store) putMany(entries []Entry) error {
 	now := time.Now().UnixNano()
 	return s.tx(func(tx *sql.Tx) error {
-		st, err := tx.Prepare(`INSERT INTO objects(kind, key, data, created) VALUES(?, ?, ?, ?)
-			ON CONFLICT(kind, key) DO UPDATE SET data = excluded.data`)
-		if err != nil {
-			return fmt.Errorf("record %d objects: %w", len(entries), err)
-		}
+		st := tx.Stmt(s.put)
 		defer st.Close()
 		for _, e := range entries {
 			b := e.JSON
@@ -390,11 +446,11 @@ func (s *Store) DeleteMany(kind string, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	return s.tx(func(tx *sql.Tx) error {
-		st, err := tx.Prepare(`DELETE FROM objects WHERE kind = ? AND key = ?`)
-		if err != nil {
-			return fmt.Errorf("forget %d %s records: %w", len(keys), kind, err)
-		}
+		st := tx.Stmt(s.del)
 		defer st.Close()
 		for _, k := range keys {
 			if _, err := st.Exec(kind, k); err != nil {
@@ -416,6 +472,104 @@ func (s *Store) tx(fn func(*sql.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("state %s: commit: %w", s.path, err)
+	}
+	return nil
+}
+
+// PutLater stages entries to be stored (as PutMany) by the next Flush:
+// every other method of the store, and Close, flushes first, so they see
+// them. It is for records that have a copy elsewhere until they are
+// flushed (lanes' process records have one in their group, from which a
+// start after a crash rebuilds what the store lacks), and many of which
+// go again soon (the children of a process storm): DropLater cancels a
+// staged entry without touching the database. A later PutLater of the
+// same kind/key replaces the staged entry.
+func (s *Store) PutLater(entries []Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.later == nil {
+		s.later = map[laterKey]laterEntry{}
+	}
+	now := time.Now()
+	for _, e := range entries {
+		s.seq++
+		s.later[laterKey{e.Kind, e.Key}] = laterEntry{Entry: e, seq: s.seq, at: now}
+	}
+}
+
+// DropLater cancels the staged entries of kind with these keys and
+// returns the keys that had none staged (for DeleteMany). A cancelled
+// entry leaves the database as it was before its PutLater.
+func (s *Store) DropLater(kind string, keys []string) (rest []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		lk := laterKey{kind, k}
+		if _, ok := s.later[lk]; ok {
+			delete(s.later, lk)
+			continue
+		}
+		rest = append(rest, k)
+	}
+	return rest
+}
+
+// Staged is how many entries PutLater staged and no Flush wrote yet.
+func (s *Store) Staged() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.later)
+}
+
+// FlushOlder writes the staged entries that are at least age old, or
+// every staged entry when more than max are staged; younger ones stay
+// staged (a process that exits meanwhile never reaches the database).
+func (s *Store) FlushOlder(age time.Duration, max int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.later) > max {
+		return s.flushLocked(func(laterEntry) bool { return true })
+	}
+	cut := time.Now().Add(-age)
+	return s.flushLocked(func(e laterEntry) bool { return !e.at.After(cut) })
+}
+
+// Flush writes what PutLater staged, in one transaction. On an error the
+// entries stay staged.
+func (s *Store) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flushLocked(func(laterEntry) bool { return true })
+}
+
+// flushLocked writes the staged entries that due accepts, in one
+// transaction, and unstages them.
+func (s *Store) flushLocked(due func(laterEntry) bool) error {
+	if len(s.later) == 0 {
+		return nil
+	}
+	var staged []laterEntry
+	for _, e := range s.later {
+		if due(e) {
+			staged = append(staged, e)
+		}
+	}
+	if len(staged) == 0 {
+		return nil
+	}
+	sort.Slice(staged, func(i, j int) bool { return staged[i].seq < staged[j].seq })
+	entries := make([]Entry, len(staged))
+	for i, e := range staged {
+		entries[i] = e.Entry
+	}
+	if err := s.putMany(entries); err != nil {
+		return err
+	}
+	for _, e := range staged {
+		delete(s.later, laterKey{e.Kind, e.Key})
 	}
 	return nil
 }

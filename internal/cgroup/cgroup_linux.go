@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-qos/lanes/internal/procfs"
 )
 
 // Detect finds the cgroup hierarchies from /proc/self/mountinfo. On a
@@ -191,16 +193,12 @@ func restoreAffinities(pid int, saved map[int]unix.CPUSet) {
 
 // affinities reads the CPU affinity of every thread of pid.
 func affinities(pid int) map[int]unix.CPUSet {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	tids, err := procfs.Threads(pid)
 	if err != nil {
 		return nil
 	}
 	out := map[int]unix.CPUSet{}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, tid := range tids {
 		var set unix.CPUSet
 		if unix.SchedGetaffinity(tid, &set) == nil {
 			out[tid] = set
@@ -289,8 +287,8 @@ func readPids(path string) ([]int, error) {
 
 // ProcMembership reads where pid sits in each hierarchy.
 func ProcMembership(pid int) (Membership, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if errors.Is(err, os.ErrNotExist) {
+	b, err := procfs.ReadSmall(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if errors.Is(procfs.Gone(pid, err), procfs.ErrNoProcess) {
 		return Membership{}, fmt.Errorf("read cgroups of %d: %w", pid, &ProcessError{PID: pid})
 	}
 	if err != nil {
@@ -357,18 +355,12 @@ func (h *Hierarchy) ListGroups(prefix string) ([]Group, error) {
 
 // Threads lists the thread IDs of pid (a *ProcessError if pid is gone).
 func Threads(pid int) ([]int, error) {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if errors.Is(err, os.ErrNotExist) {
+	tids, err := procfs.Threads(pid)
+	if errors.Is(err, procfs.ErrNoProcess) {
 		return nil, &ProcessError{PID: pid}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list threads of %d: %w", pid, err)
-	}
-	tids := make([]int, 0, len(ents))
-	for _, e := range ents {
-		if t, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, t)
-		}
 	}
 	return tids, nil
 }
@@ -377,10 +369,10 @@ func Threads(pid int) ([]int, error) {
 // grandchildren, ...), read from /proc/PID/task/*/children, or by scanning
 // /proc when the kernel lacks that file.
 func Descendants(pid int) ([]int, error) {
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+	if !procfs.Exists(pid) {
 		return nil, fmt.Errorf("list descendants of %d: %w", pid, &ProcessError{PID: pid})
 	}
-	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/children"); err != nil {
+	if !procfs.HasChildrenFile() {
 		return descendantsByScan(pid)
 	}
 	seen := map[int]bool{}
@@ -388,18 +380,17 @@ func Descendants(pid int) ([]int, error) {
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		tasks, err := procfs.Threads(p)
 		if err != nil {
 			continue // exited meanwhile
 		}
 		for _, t := range tasks {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+			kids, err := procfs.Children(p, t)
 			if err != nil {
 				continue
 			}
-			for _, f := range strings.Fields(string(b)) {
-				c, err := strconv.Atoi(f)
-				if err != nil || seen[c] || c == pid {
+			for _, c := range kids {
+				if seen[c] || c == pid {
 					continue
 				}
 				seen[c] = true
@@ -411,21 +402,17 @@ func Descendants(pid int) ([]int, error) {
 }
 
 func descendantsByScan(pid int) ([]int, error) {
-	ents, err := os.ReadDir("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil, fmt.Errorf("list descendants of %d: %w", pid, err)
 	}
 	children := map[int][]int{}
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
+	for _, p := range pids {
+		s, err := procfs.ReadStat(p)
 		if err != nil {
 			continue
 		}
-		pp, err := ParentPID(p)
-		if err != nil {
-			continue
-		}
-		children[pp] = append(children[pp], p)
+		children[s.PPID] = append(children[s.PPID], p)
 	}
 	seen := map[int]bool{}
 	queue := []int{pid}
@@ -444,23 +431,12 @@ func descendantsByScan(pid int) ([]int, error) {
 
 // ParentPID reads the parent of pid from /proc/PID/stat.
 func ParentPID(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	s, err := procfs.ReadStat(pid)
+	if errors.Is(err, procfs.ErrNoProcess) {
 		return 0, fmt.Errorf("read parent of %d: %w", pid, &ProcessError{PID: pid})
 	}
-	// The command name is in parentheses and may contain anything.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("read parent of %d: malformed stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0, fmt.Errorf("read parent of %d: malformed stat", pid)
-	}
-	pp, err := strconv.Atoi(f[1])
 	if err != nil {
 		return 0, fmt.Errorf("read parent of %d: %w", pid, err)
 	}
-	return pp, nil
+	return s.PPID, nil
 }

@@ -96,22 +96,17 @@ func Run(ctx context.Context, opts Options) error {
 	defer os.Remove(socket)
 	defer ln.Close()
 
-	store, rep, err := openState(stateDir, logf)
+	store, eng, recovered, err := openHost(stateDir, logf)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	eng, err := enforce.New(enforce.Options{Store: store, Logf: logf})
-	if err != nil {
-		return err
-	}
 	d := &Daemon{opts: opts, logf: logf, store: store, engine: eng, cfg: cfg, cfgPath: cfgPath,
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket}
-	for code, msg := range recoverState(eng, store, rep, stateDir, logf) {
+	for code, msg := range recovered {
 		d.setHealth(code, msg)
 	}
 
-	d.cleanNetLeftovers()
 	if err := d.reconcile(nil, cfg); err != nil {
 		d.restore()
 		return fmt.Errorf("apply config: %w", err)
@@ -381,19 +376,31 @@ func Cleanup(opts Options) error {
 		c.Close()
 		return fmt.Errorf("lanesd is running on %s: stop it first (it restores the host itself)", socket)
 	}
-	store, rep, err := openState(stateDir, logf)
+	store, eng, _, err := openHost(stateDir, logf)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	return eng.RestoreAll()
+}
+
+// openHost opens the state store and the engine on it, as lanesd's start
+// and `lanesd --cleanup` both do, and deals with what an earlier lanesd
+// left: its records checked and recovered (the health entries returned
+// say what was found), then the network it shaped given back from its
+// records (trees, IFBs, segment sizes, replaced roots) before anything is
+// applied again.
+func openHost(stateDir string, logf func(string, ...any)) (*state.Store, *enforce.Engine, map[string]string, error) {
+	store, rep, err := openState(stateDir, logf)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	eng, err := enforce.New(enforce.Options{Store: store, Logf: logf})
 	if err != nil {
-		return err
+		store.Close()
+		return nil, nil, nil, err
 	}
-	recoverState(eng, store, rep, stateDir, logf)
-	// The network first: what a crashed lanesd shaped (trees, IFBs,
-	// segment sizes, replaced roots) comes back from its records, as the
-	// next start would do.
+	recovered := recoverState(eng, store, rep, stateDir, logf)
 	cleanNetRecords(logf, store)
-	return eng.RestoreAll()
+	return store, eng, recovered, nil
 }

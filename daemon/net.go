@@ -25,12 +25,9 @@ type network struct {
 	idle *idleRun
 }
 
-// cleanNetLeftovers removes trees a crashed run left (netsched's records
-// say it shaped something), before this run builds its own.
-func (d *Daemon) cleanNetLeftovers() { cleanNetRecords(d.logf, d.store) }
-
 // cleanNetRecords gives back what the recorded interfaces held before a
-// lanesd that did not stop cleanly shaped them.
+// lanesd that did not stop cleanly shaped them (netsched's records say it
+// shaped something), before this run builds its own.
 func cleanNetRecords(logf func(string, ...any), store *state.Store) {
 	netsched.CleanupRecorded(logf, store)
 }

@@ -1,8 +1,10 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"testing"
+	"time"
 )
 
 // EmulatedEnv is the environment variable the VM lane (internal/vmlane)
@@ -29,6 +31,29 @@ func RequireTiming(tb testing.TB) {
 		tb.Fatalf("measure this host's load: %v", err)
 	}
 	if why := h.tooLoaded(); why != "" {
+		tb.Skipf("timing-sensitive assertion not made: host too loaded right now: %s (%v)", why, h)
+	}
+	tb.Logf("host load: %v", h)
+}
+
+// RequireTimingWithin is RequireTiming for an assertion bounded at about
+// bound: it also skips when the host's normal-priority threads wake later
+// than bound at p99 right now, since a wake-up that late is what such an
+// assertion would measure.
+func RequireTimingWithin(tb testing.TB, bound time.Duration) {
+	tb.Helper()
+	if Emulated() {
+		tb.Skip("timing-sensitive assertion not made under emulation")
+	}
+	h, err := ReadHostLoad()
+	if err != nil {
+		tb.Fatalf("measure this host's load: %v", err)
+	}
+	why := h.tooLoaded()
+	if why == "" && h.WakeP99 > bound {
+		why = fmt.Sprintf("threads wake %v late at p99, more than the %v the assertion bounds", h.WakeP99.Round(10*time.Microsecond), bound)
+	}
+	if why != "" {
 		tb.Skipf("timing-sensitive assertion not made: host too loaded right now: %s (%v)", why, h)
 	}
 	tb.Logf("host load: %v", h)

@@ -691,7 +691,10 @@ func reactionTime(t *testing.T, readerHolds bool, opts ...Option) {
 	t.Logf("%d holds: foreground packet -> TBFs held:      %s", n, pd)
 	t.Logf("%d holds: foreground packet -> event received: %s", n, percentiles(toEvent))
 	t.Logf("%d holds: foreground packet -> Hold returned:  %s", n, ph)
-	testutil.RequireTimingWithin(t, 2*time.Millisecond)
+	// Its p99s cross two wake-ups (the reader's, and the controller's
+	// for Hold returned): asserted only where threads wake within
+	// 500 µs at p99 (a quiet host: 50-150 µs).
+	testutil.RequireTimingWithin(t, 500*time.Microsecond)
 	if pd.p50 > 500*time.Microsecond || pd.p99 > 2*time.Millisecond {
 		t.Errorf("foreground packet -> TBFs held: p50 %v, p99 %v; want at most 500µs and 2ms", pd.p50, pd.p99)
 	}
@@ -734,7 +737,7 @@ func TestIdleNetlinkCost(t *testing.T) {
 	if !tbfsHeld(t, h, g) {
 		t.Error("after the last Hold, the TBFs are not held in the kernel")
 	}
-	testutil.RequireTimingWithin(t, time.Millisecond)
+	testutil.RequireTimingWithin(t, 500*time.Microsecond)
 	for _, c := range []struct {
 		name string
 		p    pcts

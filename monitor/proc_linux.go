@@ -231,6 +231,9 @@ func (p *ProcConnector) run(pending []Event) {
 	}
 	rc, err := p.conn.SyscallConn()
 	if err != nil {
+		if p.closing.Load() {
+			return // closed while the pending events went out
+		}
 		p.err = fmt.Errorf("receive proc events: %w", err)
 		p.logf("%v", p.err)
 		return

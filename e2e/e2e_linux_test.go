@@ -118,7 +118,14 @@ func (e *env) startWith(prefix []string) {
 			e.stop()
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	// A start that shapes an interface probes and proves the root tree in
+	// throwaway namespaces: seconds natively, many times that on an
+	// emulated CPU (the kernel matrix).
+	wait := 10 * time.Second
+	if testutil.Emulated() {
+		wait = time.Minute
+	}
+	deadline := time.Now().Add(wait)
 	cl := client.New(e.socket)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -134,7 +141,7 @@ func (e *env) startWith(prefix []string) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	e.t.Fatalf("lanesd did not answer within 10s\n%s", e.log)
+	e.t.Fatalf("lanesd did not answer within %v\n%s", wait, e.log)
 }
 
 // stop sends SIGTERM and expects a clean exit.

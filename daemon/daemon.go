@@ -16,6 +16,7 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/enforce"
+	"github.com/lanes-qos/lanes/events"
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/paths"
 	"github.com/lanes-qos/lanes/lane"
@@ -45,6 +46,9 @@ type Daemon struct {
 	net     *network
 	// diskIdle runs the disk preemption intervals ([disk.idletime]).
 	diskIdle *idleRun
+	// bus is the daemon's event channels: monitors publish on it,
+	// controllers, the API's event streams and bridges subscribe.
+	bus *events.Bus
 
 	mu         sync.Mutex
 	cfg        *lane.Config
@@ -102,7 +106,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer store.Close()
 	d := &Daemon{opts: opts, logf: logf, store: store, engine: eng, cfg: cfg, cfgPath: cfgPath,
-		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket}
+		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket,
+		bus: events.New()}
+	defer d.bus.Close()
 	for code, msg := range recovered {
 		d.setHealth(code, msg)
 	}

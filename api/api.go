@@ -158,6 +158,33 @@ type Status struct {
 	// Links are the interfaces lanes shapes, with their offloads.
 	Links  []NetLink `json:"links,omitempty"`
 	Health []Health  `json:"health,omitempty"`
+	// Bus is the daemon's event channels: what was published and each
+	// subscription's queue and counters (a stuck subscriber shows as drops).
+	Bus *EventBus `json:"event_bus,omitempty"`
+}
+
+// EventBus is the event channels' counters.
+type EventBus struct {
+	Published     uint64              `json:"published"`
+	InvalidTopics uint64              `json:"invalid_topics"`
+	Subscriptions []EventSubscription `json:"subscriptions"`
+}
+
+// EventSubscription is one subscriber's queue on the bus: Queued of Queue
+// events wait; Dropped did not fit (its drop policy says which went),
+// Expired passed their deadline queued, Filtered were refused by a filter
+// and FilterErrors failed to evaluate.
+type EventSubscription struct {
+	Name         string   `json:"name"`
+	Topics       []string `json:"topics"`
+	Queue        int      `json:"queue"`
+	Policy       string   `json:"policy"`
+	Queued       int      `json:"queued"`
+	Delivered    uint64   `json:"delivered"`
+	Dropped      uint64   `json:"dropped"`
+	Expired      uint64   `json:"expired"`
+	Filtered     uint64   `json:"filtered"`
+	FilterErrors uint64   `json:"filter_errors"`
 }
 
 // NetLink is one shaped interface's segmentation offloads, segment sizes

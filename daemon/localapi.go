@@ -408,5 +408,23 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Lanes = d.lanes()
 	st.Idletime = d.idleStats()
 	st.Links = d.netLinks()
+	st.Bus = d.busStats()
 	return st, nil
+}
+
+// busStats is the event bus's counters for the status response.
+func (d *Daemon) busStats() *api.EventBus {
+	if d.bus == nil {
+		return nil
+	}
+	bs := d.bus.Stats()
+	out := &api.EventBus{Published: bs.Published, InvalidTopics: bs.InvalidTopics, Subscriptions: []api.EventSubscription{}}
+	for _, s := range bs.Subscriptions {
+		out.Subscriptions = append(out.Subscriptions, api.EventSubscription{
+			Name: s.Name, Topics: s.Topics, Queue: s.Queue, Policy: s.Drop.String(), Queued: s.Queued,
+			Delivered: s.Delivered, Dropped: s.Dropped, Expired: s.Expired, Filtered: s.Filtered, FilterErrors: s.FilterErrors,
+		})
+	}
+	sort.Slice(out.Subscriptions, func(i, j int) bool { return out.Subscriptions[i].Name < out.Subscriptions[j].Name })
+	return out
 }

@@ -194,11 +194,35 @@ func newStatusCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(Stdout)
 				printLinks(st.Links)
 			}
+			if st.Bus != nil {
+				fmt.Fprintln(Stdout)
+				printBus(st.Bus)
+			}
 			return nil
 		},
 	}
 	addJSON(cmd, g)
 	return cmd
+}
+
+// printBus prints the event channels' counters: one line per subscription,
+// its queue and what it lost.
+func printBus(b *api.EventBus) {
+	fmt.Fprintf(Stdout, "event bus: %d published", b.Published)
+	if b.InvalidTopics > 0 {
+		fmt.Fprintf(Stdout, ", %d refused (invalid topic)", b.InvalidTopics)
+	}
+	fmt.Fprintln(Stdout)
+	if len(b.Subscriptions) == 0 {
+		return
+	}
+	w := table()
+	fmt.Fprintln(w, "SUBSCRIBER\tTOPICS\tQUEUED\tDELIVERED\tDROPPED\tEXPIRED\tFILTERED\tFILTER ERRORS")
+	for _, s := range b.Subscriptions {
+		fmt.Fprintf(w, "%s\t%s\t%d/%d %s\t%d\t%d\t%d\t%d\t%d\n", s.Name, strings.Join(s.Topics, ","), s.Queued, s.Queue, s.Policy,
+			s.Delivered, s.Dropped, s.Expired, s.Filtered, s.FilterErrors)
+	}
+	w.Flush()
 }
 
 // printLinks prints each shaped interface's offloads, segment sizes and

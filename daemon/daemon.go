@@ -123,6 +123,7 @@ func Run(ctx context.Context, opts Options) error {
 	// that none execs unseen in between.
 	evDone := d.watchProcesses(ctx)
 	d.applyRulesToRunning()
+	stopNetMon := d.watchNetwork(ctx, "")
 
 	srv := &http.Server{
 		Handler:     d.handler(),
@@ -162,6 +163,7 @@ loop:
 	srv.Shutdown(shutCtx)
 	c2()
 	<-evDone
+	stopNetMon()
 	if err := d.restore(); err != nil {
 		logf("restore: %v", err)
 		return errors.Join(runErr, fmt.Errorf("restore host: %w", err))

@@ -28,8 +28,10 @@ type idleRun struct {
 }
 
 // startIdle starts a controller over gates fed by events. rtt, when not
-// nil, is polled every 100 ms for the Auto policy's input.
-func (d *Daemon) startIdle(pol idletime.Policy, gates []idletime.Gate, events <-chan idletime.Event, rtt func() time.Duration, stop func()) (*idleRun, error) {
+// nil, is polled every 100 ms for the Auto policy's input. Its holds and
+// releases are published on the bus (idleObserver: kind "net" or "disk",
+// lanes whose background the gates hold).
+func (d *Daemon) startIdle(kind string, lanes []string, pol idletime.Policy, gates []idletime.Gate, events <-chan idletime.Event, rtt func() time.Duration, stop func()) (*idleRun, error) {
 	if err := monoclock.Check(); err != nil {
 		return nil, err
 	}
@@ -37,6 +39,7 @@ func (d *Daemon) startIdle(pol idletime.Policy, gates []idletime.Gate, events <-
 	if err != nil {
 		return nil, err
 	}
+	ctrl.OnTransition(d.idleObserver(kind, lanes))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &idleRun{mode: pol.Mode.String(), ctrl: ctrl, cancel: cancel, done: make(chan struct{}), stop: stop}
 	go func() {
@@ -171,7 +174,7 @@ func (d *Daemon) applyDiskIdle(cfg *lane.Config) error {
 		d.setHealth("disk-idletime", err.Error())
 		return idleErr("disk", err)
 	}
-	r, err := d.startIdle(cfg.DiskIdle.PI, ig.Gates, ig.Events, nil, func() {
+	r, err := d.startIdle("disk", []string{name}, cfg.DiskIdle.PI, ig.Gates, ig.Events, nil, func() {
 		if err := ig.Close(); err != nil {
 			d.logf("disk idletime: %v", err)
 		}

@@ -172,7 +172,13 @@ func (d *Daemon) startNetIdle(cfg *lane.Config) error {
 		}
 		return m
 	}
-	r, err := d.startIdle(cfg.Net.Idle.PI, gates, events, rtt, cancel)
+	var held []string
+	for _, name := range cfg.Order {
+		if cfg.Lanes[name].Net.Idletime {
+			held = append(held, name)
+		}
+	}
+	r, err := d.startIdle("net", held, cfg.Net.Idle.PI, gates, events, rtt, cancel)
 	if err != nil {
 		cancel()
 		return idleErr("net", err)

@@ -8,26 +8,27 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/lanes-qos/lanes/enforce"
+	"github.com/lanes-qos/lanes/events"
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/monitor"
 )
 
-// Rules are applied to processes as they exec, in batches: the event
-// reader only queues PIDs (exec events, and exits of processes lanes
-// recorded), and the placer takes what has queued up, reads each process,
-// matches the rules, and places each lane's share with one
-// enforce.PlaceBatch (a transaction for the records of the whole batch).
-// The queues are bounded: when the placer falls that far behind, exec
-// events are dropped and counted (health "placement-drops" in lanes
-// status), and a rescan of /proc places what was missed.
+// Rules are applied to processes as they exec, in batches: the proc
+// connector publishes proc.exec, proc.exit and proc.overflow on the bus
+// from its receive loop, and the placer's subscription queues them; the
+// placer takes what has queued up, reads each process, matches the rules,
+// and places each lane's share with one enforce.PlaceBatch (a transaction
+// for the records of the whole batch). The queue is bounded: when the
+// placer falls that far behind, events are dropped (newest first) and
+// counted (health "placement-drops" in lanes status), and a rescan of
+// /proc places what was missed, as after the kernel's overflow.
 const (
-	// placeQueue is how many exec (and exit) events may wait for the placer.
+	// placeQueue is how many process events may wait for the placer.
 	placeQueue = 8192
 	// maxBatch is the most events the placer takes at once.
 	maxBatch = 512
@@ -46,162 +47,180 @@ const (
 	sweepInterval = time.Minute
 )
 
-// placer is the queue between the event reader and the placement.
-type placer struct {
-	execs, exits chan int
-	// dropped counts exec events dropped because the queue was full;
-	// exitsDropped exit events (their records go at the next sweep).
-	dropped, exitsDropped atomic.Uint64
-	// rescan is set when events were lost.
-	rescan atomic.Bool
+// placerQueue is the placer's subscription to process events.
+type placerQueue struct {
+	sub *events.Subscription
+	// drops is the subscription's drop count last seen.
+	drops uint64
+	// rescan is set when events were lost (dropped here, or overflow).
+	rescan bool
 }
 
-func newPlacer() *placer {
-	return &placer{execs: make(chan int, placeQueue), exits: make(chan int, placeQueue)}
-}
-
-func (p *placer) exec(pid int) {
-	select {
-	case p.execs <- pid:
-	default:
-		p.dropped.Add(1)
-		p.rescan.Store(true)
+func newPlacerQueue(bus *events.Bus) (*placerQueue, error) {
+	sub, err := bus.Subscribe(events.Options{Name: "placer",
+		Topics: []string{monitor.TopicExec, monitor.TopicExit, monitor.TopicOverflow},
+		Queue:  placeQueue, Drop: events.DropNewest})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe the placer to process events: %w", err)
 	}
+	return &placerQueue{sub: sub}, nil
 }
 
-func (p *placer) exit(pid int) {
-	select {
-	case p.exits <- pid:
-	default:
-		p.exitsDropped.Add(1)
+// take sorts one event into the batch: an exec's pid into execs, an
+// exit's into exits when recorded says lanes placed it, an overflow asks
+// for a rescan.
+func (q *placerQueue) take(ev events.Event, execs, exits []int, recorded func(int) bool) ([]int, []int) {
+	switch ev.Topic {
+	case monitor.TopicExec:
+		if pid := monitor.PID(ev); pid > 0 {
+			execs = append(execs, pid)
+		}
+	case monitor.TopicExit:
+		if pid := monitor.PID(ev); pid > 0 && recorded(pid) {
+			exits = append(exits, pid)
+		}
+	case monitor.TopicOverflow:
+		q.rescan = true
 	}
+	return execs, exits
+}
+
+// newDrops reports whether the subscription dropped events since the
+// last call (which asks for a rescan), and its drop count.
+func (q *placerQueue) newDrops() (bool, uint64) {
+	n := q.sub.Stats().Dropped
+	if n == q.drops {
+		return false, n
+	}
+	q.drops = n
+	q.rescan = true
+	return true, n
 }
 
 // watchProcesses applies rules to processes as they exec, and drops the
 // records of processes as they exit: through the proc connector, or by
-// polling /proc when it is unavailable.
+// polling /proc when it is unavailable. Both publish on the bus.
 func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
-	var events <-chan monitor.Event
-	pc, err := monitor.ListenProcExecExit(d.logf)
+	q, err := newPlacerQueue(d.bus)
+	if err != nil {
+		d.logf("%v", err)
+		close(done)
+		return done
+	}
+	sourceDone := make(chan struct{})
+	pc, err := monitor.PublishProcExecExit(d.bus, d.logf)
 	if err == nil {
 		d.events = "proc connector"
-		events = pc.Events()
+		go func() {
+			defer close(sourceDone)
+			<-ctx.Done()
+			pc.Close()
+		}()
 	} else {
 		d.events = "polling /proc every 500ms"
 		d.setHealth("events-polling", "proc connector unavailable, polling /proc: "+err.Error())
-		events = monitor.PollProcs(ctx, 500*time.Millisecond)
-	}
-	pl := newPlacer()
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		if pc != nil {
-			defer pc.Close()
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-events:
-				if !ok {
-					return
-				}
-				switch ev.Kind {
-				case monitor.Exec:
-					pl.exec(ev.TGID)
-				case monitor.Exit:
-					if ev.PID == ev.TGID && d.engine.Recorded(ev.TGID) {
-						pl.exit(ev.TGID)
-					}
-				case monitor.Overflow:
-					pl.rescan.Store(true)
+		polled := monitor.PollProcs(ctx, 500*time.Millisecond)
+		go func() {
+			defer close(sourceDone)
+			for ev := range polled {
+				if be, ok := ev.BusEvent(); ok {
+					d.bus.Publish(be)
 				}
 			}
-		}
-	}()
+		}()
+	}
 	go func() {
 		defer close(done)
-		defer func() { <-readerDone }()
-		d.runPlacer(ctx, pl)
+		defer func() { <-sourceDone }()
+		defer q.sub.Close()
+		d.runPlacer(ctx, q)
 	}()
 	return done
 }
 
 // runPlacer places queued processes and forgets exited ones until ctx ends.
-func (d *Daemon) runPlacer(ctx context.Context, pl *placer) {
-	sweep := time.NewTicker(sweepInterval)
-	defer sweep.Stop()
-	rescan := time.NewTicker(rescanEvery)
-	defer rescan.Stop()
+func (d *Daemon) runPlacer(ctx context.Context, q *placerQueue) {
 	// Records of placed processes wait in memory (with their copy in the
-	// lane's group) until they are a second old; this writes them when
-	// no batch comes to do it.
-	flush := time.NewTicker(flushEvery)
-	defer flush.Stop()
-	var reported uint64
+	// lane's group) until they are a second old; the flush writes them
+	// when no batch comes to do it.
+	now := time.Now()
+	nextSweep, nextRescan, nextFlush := now.Add(sweepInterval), now.Add(rescanEvery), now.Add(flushEvery)
 	var rd procfs.Reader
 	execs := make([]int, 0, maxBatch)
 	exits := make([]int, 0, maxBatch)
+	recorded := d.engine.Recorded
 	for {
 		execs, exits = execs[:0], exits[:0]
-		select {
-		case <-ctx.Done():
+		wctx, cancel := context.WithDeadline(ctx, earliest(nextSweep, nextRescan, nextFlush))
+		ev, err := q.sub.Next(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil, errors.Is(err, events.ErrClosed):
 			return
-		case <-sweep.C:
+		case err == nil:
+			execs, exits = q.take(ev, execs, exits, recorded)
+			if q.sub.Stats().Queued < maxBatch {
+				time.Sleep(batchWindow)
+			}
+			for n := 1; n < maxBatch; n++ {
+				ev, ok := q.sub.TryNext()
+				if !ok {
+					break
+				}
+				execs, exits = q.take(ev, execs, exits, recorded)
+			}
+			if len(exits) > 0 {
+				if err := d.engine.ForgetExited(exits); err != nil {
+					d.logf("%v", err)
+				}
+			}
+			if len(execs) > 0 {
+				d.placeNew(d.config(), execs, &rd)
+			}
+			if err := d.engine.FlushRecords(); err != nil {
+				d.logf("%v", err)
+			}
+		}
+		if fresh, n := q.newDrops(); fresh {
+			d.logf("placement queue full: %d process events dropped so far (a rescan of /proc places what they missed)", n)
+			d.setHealth("placement-drops", fmt.Sprintf("%d process events were dropped because the placement queue (%d) was full; /proc is rescanned after a drop, so a process is placed late, not never", n, placeQueue))
+		}
+		now = time.Now()
+		if !now.Before(nextSweep) {
 			// Records of processes whose exit went unseen (lost
 			// events, a PID that was reused meanwhile).
 			if _, err := d.engine.Records(); err != nil {
 				d.logf("prune records of exited processes: %v", err)
 			}
 			d.setHealth("second-record", d.engine.NoteProblem())
-			continue
-		case <-rescan.C:
-			if pl.rescan.Swap(false) {
+			nextSweep = now.Add(sweepInterval)
+		}
+		if !now.Before(nextRescan) {
+			if q.rescan {
+				q.rescan = false
 				d.applyRulesToRunning()
 			}
-			continue
-		case <-flush.C:
+			nextRescan = now.Add(rescanEvery)
+		}
+		if !now.Before(nextFlush) {
 			if err := d.engine.FlushRecords(); err != nil {
 				d.logf("%v", err)
 			}
-			continue
-		case pid := <-pl.execs:
-			execs = append(execs, pid)
-		case pid := <-pl.exits:
-			exits = append(exits, pid)
-		}
-		if len(pl.execs)+len(pl.exits) < maxBatch {
-			time.Sleep(batchWindow)
-		}
-	drain:
-		for len(execs)+len(exits) < maxBatch {
-			select {
-			case pid := <-pl.execs:
-				execs = append(execs, pid)
-			case pid := <-pl.exits:
-				exits = append(exits, pid)
-			default:
-				break drain
-			}
-		}
-		if len(exits) > 0 {
-			if err := d.engine.ForgetExited(exits); err != nil {
-				d.logf("%v", err)
-			}
-		}
-		if len(execs) > 0 {
-			d.placeNew(d.config(), execs, &rd)
-		}
-		if err := d.engine.FlushRecords(); err != nil {
-			d.logf("%v", err)
-		}
-		if n := pl.dropped.Load(); n != reported {
-			reported = n
-			d.logf("placement queue full: %d exec events dropped so far (a rescan of /proc places what they missed)", n)
-			d.setHealth("placement-drops", fmt.Sprintf("%d exec events were dropped because the placement queue (%d) was full; /proc is rescanned after a drop, so a process is placed late, not never", n, placeQueue))
+			nextFlush = now.Add(flushEvery)
 		}
 	}
+}
+
+// earliest returns the earliest of ts.
+func earliest(ts ...time.Time) time.Time {
+	e := ts[0]
+	for _, t := range ts[1:] {
+		if t.Before(e) {
+			e = t
+		}
+	}
+	return e
 }
 
 // placeNew applies the rules to the processes pids (just exec'd, or found

@@ -76,6 +76,8 @@ type Controller struct {
 	gates  []*gateCtl
 	wake   chan struct{}
 	active atomic.Bool
+	// observe, when set, is told of every hold and release (OnTransition).
+	observe func(Transition)
 
 	mu      sync.Mutex // guards the fields below and those of gateCtl that Stats reads
 	rtt     time.Duration
@@ -89,6 +91,7 @@ type Controller struct {
 type gateCtl struct {
 	g    Gate
 	name string
+	idx  int
 
 	// Read by Stats.
 	m         *Machine
@@ -131,9 +134,52 @@ func NewController(p Policy, gates []Gate, now func() Mono, logf func(string, ..
 			return nil, fmt.Errorf("idletime: gate %d is nil", i)
 		}
 		pi := p.Initial()
-		c.gates = append(c.gates, &gateCtl{g: g, name: g.Name(), m: NewMachine(pi), pi: pi})
+		c.gates = append(c.gates, &gateCtl{g: g, name: g.Name(), idx: i, m: NewMachine(pi), pi: pi})
 	}
 	return c, nil
+}
+
+// Transition is a gate being held or released by the controller.
+type Transition struct {
+	// Gate is the gate's index in the gates given to NewController, Name
+	// its name.
+	Gate int
+	Name string
+	// Held: the gate was held (its background stopped); else released.
+	Held bool
+	// PI is the gate's preemption interval at the transition.
+	PI time.Duration
+	// Reason says why: "foreground" (a hold: foreground arrived at the
+	// released gate), "pi-expired" (no foreground for a PI), "stopped"
+	// (Run ended and released every gate).
+	Reason string
+	// At is when it happened (the controller's clock).
+	At Mono
+}
+
+// Reasons of Transitions.
+const (
+	ReasonForeground = "foreground"
+	ReasonPIExpired  = "pi-expired"
+	ReasonStopped    = "stopped"
+)
+
+// OnTransition makes the controller call f after each successful hold of
+// a gate and each release of a held one, from Run's goroutine, outside
+// the controller's lock (f may call Stats). It must be called before Run;
+// f should return quickly (the controller waits for it). A PI of 0 holds
+// nothing, so it reports nothing.
+func (c *Controller) OnTransition(f func(Transition)) {
+	if c.active.Load() {
+		panic("idletime: OnTransition called while Run is active")
+	}
+	c.observe = f
+}
+
+func (c *Controller) notify(gc *gateCtl, held bool, pi time.Duration, reason string, at Mono) {
+	if c.observe != nil {
+		c.observe(Transition{Gate: gc.idx, Name: gc.name, Held: held, PI: pi, Reason: reason, At: at})
+	}
 }
 
 // SetRTT gives the RTT of the foreground flows (the caller chooses:
@@ -230,6 +276,7 @@ func (c *Controller) stop() error {
 		now := c.now()
 		c.mu.Lock()
 		gc.m.Advance(time.Duration(now))
+		wasHeld, pi := gc.held, gc.pi
 		gc.held, gc.check, gc.retry = false, 0, 0
 		if err != nil {
 			c.failLocked(gc, now, "release", err)
@@ -238,6 +285,9 @@ func (c *Controller) stop() error {
 			gc.releases++
 		}
 		c.mu.Unlock()
+		if err == nil && wasHeld {
+			c.notify(gc, false, pi, ReasonStopped, now)
+		}
 	}
 	c.mu.Lock()
 	c.running, c.stopped = false, c.now()
@@ -389,7 +439,6 @@ func (c *Controller) event(e Event) {
 	}
 	lf, lfErr := gc.g.LastForeground()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if lfErr != nil {
 		c.failLocked(gc, held, "last foreground", lfErr)
 		lf = 0
@@ -417,6 +466,9 @@ func (c *Controller) event(e Event) {
 	gc.reactions[gc.nReact%reactionWindow] = time.Duration(max(held-at, 0))
 	gc.nReact++
 	gc.check = deadlineOf(gc.m)
+	pi = gc.pi
+	c.mu.Unlock()
+	c.notify(gc, true, pi, ReasonForeground, held)
 }
 
 // checkPI decides, at a held gate's check time, whether its PI expired.
@@ -459,7 +511,13 @@ func (c *Controller) release(gc *gateCtl) {
 	err := gc.g.Release()
 	now := c.now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	wasHeld, pi := gc.held, gc.pi
+	defer func() {
+		c.mu.Unlock()
+		if err == nil && wasHeld {
+			c.notify(gc, false, pi, ReasonPIExpired, now)
+		}
+	}()
 	if err != nil {
 		c.failLocked(gc, now, "release", err)
 		if gc.held {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -494,5 +495,71 @@ func TestPercentiles(t *testing.T) {
 	}
 	if got := percentiles(nil); got != (Percentiles{}) {
 		t.Errorf("percentiles(nil) = %+v", got)
+	}
+}
+
+// TestControllerTransitions checks that the observer sees each hold and
+// then its release, with the reason, the gate and its PI; a PI of 0
+// reports nothing; Run's end reports the release of a held gate.
+func TestControllerTransitions(t *testing.T) {
+	tests := []struct {
+		name   string
+		pi     time.Duration
+		stopIn bool // stop Run while the gate is held
+		want   []string
+	}{
+		{"hold then pi expires", 20 * ms, false, []string{"hold foreground", "release pi-expired"}},
+		{"hold then stop", Infinite, true, []string{"hold foreground", "release stopped"}},
+		{"pi 0 holds nothing", 0, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &fakeGate{name: "eth0/egress"}
+			h := newHarness(t, Policy{PI: tt.pi}, &fakeGate{name: "eth1/egress"}, g)
+			var mu sync.Mutex
+			var got []Transition
+			h.c.OnTransition(func(tr Transition) {
+				mu.Lock()
+				got = append(got, tr)
+				mu.Unlock()
+			})
+			h.start(t)
+			h.fire(1)
+			switch {
+			case tt.stopIn:
+				g.waitCalls(t, 1, 1)
+				if err := h.stop(t); err != nil {
+					t.Fatal(err)
+				}
+			case tt.pi == 0:
+				g.waitCalls(t, 0, 2)
+				if err := h.stop(t); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				g.waitCalls(t, 1, 2)
+			}
+			waitFor(t, "the transitions", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(got) >= len(tt.want)
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			var seen []string
+			for _, tr := range got {
+				what := "release"
+				if tr.Held {
+					what = "hold"
+				}
+				seen = append(seen, what+" "+tr.Reason)
+				if tr.Gate != 1 || tr.Name != "eth0/egress" || tr.PI != tt.pi || tr.At <= 0 {
+					t.Errorf("transition %+v: want gate 1 eth0/egress, PI %v, a time", tr, tt.pi)
+				}
+			}
+			if !slices.Equal(seen, tt.want) {
+				t.Errorf("transitions %q, want %q", seen, tt.want)
+			}
+		})
 	}
 }

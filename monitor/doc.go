@@ -1,7 +1,11 @@
-// Package monitor is lanes' source of process events: the kernel's proc
+// Package monitor is lanes' source of kernel events: the kernel's proc
 // connector (fork, exec, exit; ListenProcExecExit filters the socket to
-// execs and process exits), a /proc-polling fallback for hosts where the
-// connector is unavailable, and readers that describe a process from /proc
-// (through internal/procfs) as a lane.Process for rule matching. The API
-// and CLI packages must not import it; only the daemon does.
+// execs and process exits, PublishProcExecExit puts them on the event bus
+// as proc.exec, proc.exit and proc.overflow), a /proc-polling fallback for
+// hosts where the connector is unavailable, readers that describe a
+// process from /proc (through internal/procfs) as a lane.Process for rule
+// matching, and the rtnetlink monitor (WatchNet): a namespace's links,
+// addresses and default routes and its connectivity, reported as
+// NetChanges whose Event is the net.* event. The API and CLI packages must
+// not import it; only the daemon does.
 package monitor

@@ -1,6 +1,10 @@
 package monitor
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/lanes-qos/lanes/events"
+)
 
 // EventKind says what happened to a process.
 type EventKind int
@@ -58,4 +62,41 @@ func (e Event) String() string {
 	default:
 		return fmt.Sprintf("%s %d/%d", e.Kind, e.TGID, e.PID)
 	}
+}
+
+// ProcSource is the Source of process events on the bus.
+const ProcSource = "monitor/proc"
+
+// Topics of process events on the bus.
+const (
+	TopicExec     = "proc.exec"
+	TopicExit     = "proc.exit"
+	TopicOverflow = "proc.overflow"
+)
+
+// BusEvent is the process event as a bus event: proc.exec (payload pid),
+// proc.exit of a whole process (pid, ppid: its parent's, 0 when the
+// kernel did not say), proc.overflow (no payload: events were lost, rescan
+// /proc). PIDs are int64. Forks and the exits of threads have no bus
+// event (ok false).
+func (e Event) BusEvent() (ev events.Event, ok bool) {
+	switch e.Kind {
+	case Exec:
+		return events.Event{Source: ProcSource, Topic: TopicExec, Payload: map[string]any{"pid": int64(e.TGID)}}, true
+	case Exit:
+		if e.PID != e.TGID {
+			return events.Event{}, false
+		}
+		return events.Event{Source: ProcSource, Topic: TopicExit, Payload: map[string]any{
+			"pid": int64(e.TGID), "ppid": int64(e.ParentTGID)}}, true
+	case Overflow:
+		return events.Event{Source: ProcSource, Topic: TopicOverflow}, true
+	}
+	return events.Event{}, false
+}
+
+// PID returns a process event's pid from its payload (0 when missing).
+func PID(ev events.Event) int {
+	pid, _ := ev.Payload["pid"].(int64)
+	return int(pid)
 }

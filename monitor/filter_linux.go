@@ -3,6 +3,8 @@ package monitor
 import (
 	"encoding/binary"
 
+	"github.com/lanes-qos/lanes/events"
+
 	"golang.org/x/net/bpf"
 )
 
@@ -14,7 +16,15 @@ import (
 // exec and per exit, not per fork and per thread. Where the filter cannot
 // be attached, every event arrives, as with ListenProc.
 func ListenProcExecExit(logf func(format string, args ...any)) (*ProcConnector, error) {
-	return listenProcFiltered(logf, recvBuffer, eventBuffer, execExitFilter())
+	return listenProcFiltered(logf, recvBuffer, eventBuffer, execExitFilter(), nil)
+}
+
+// PublishProcExecExit is ListenProcExecExit publishing on bus instead of
+// the Events channel (which stays empty): proc.exec, proc.exit and
+// proc.overflow (Event.BusEvent), from the connector's own receive loop,
+// without a hop through a channel and another goroutine.
+func PublishProcExecExit(bus *events.Bus, logf func(format string, args ...any)) (*ProcConnector, error) {
+	return listenProcFiltered(logf, recvBuffer, 1, execExitFilter(), bus)
 }
 
 // execExitFilter is a classic BPF socket filter over one netlink message

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lanes-qos/lanes/events"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -49,7 +50,9 @@ type ProcConnector struct {
 	conn   *netlink.Conn
 	logf   func(format string, args ...any)
 	events chan Event
-	seq    atomic.Uint32
+	// bus, when set, receives the events instead of the channel.
+	bus *events.Bus
+	seq atomic.Uint32
 
 	closing   atomic.Bool
 	closeOnce sync.Once
@@ -61,18 +64,19 @@ type ProcConnector struct {
 
 // ListenProc subscribes to the proc connector. Events flow until Close.
 func ListenProc(logf func(format string, args ...any)) (*ProcConnector, error) {
-	return listenProcFiltered(logf, recvBuffer, eventBuffer, nil)
+	return listenProcFiltered(logf, recvBuffer, eventBuffer, nil, nil)
 }
 
 // listenProc is ListenProc with the socket receive buffer (bytes) and the
 // channel capacity given.
 func listenProc(logf func(format string, args ...any), recvBuf, chanCap int) (*ProcConnector, error) {
-	return listenProcFiltered(logf, recvBuf, chanCap, nil)
+	return listenProcFiltered(logf, recvBuf, chanCap, nil, nil)
 }
 
 // listenProcFiltered is listenProc with a socket filter (none if nil),
-// attached before the subscription so that no event passes unfiltered.
-func listenProcFiltered(logf func(format string, args ...any), recvBuf, chanCap int, filter []bpf.RawInstruction) (*ProcConnector, error) {
+// attached before the subscription so that no event passes unfiltered,
+// publishing on bus instead of the channel when bus is not nil.
+func listenProcFiltered(logf func(format string, args ...any), recvBuf, chanCap int, filter []bpf.RawInstruction, bus *events.Bus) (*ProcConnector, error) {
 	// With a filter, the socket joins the group only once the filter is
 	// on: a socket bound to it receives events at once (another listener
 	// has them sent), unfiltered.
@@ -97,6 +101,7 @@ func listenProcFiltered(logf func(format string, args ...any), recvBuf, chanCap 
 		conn:   conn,
 		logf:   logf,
 		events: make(chan Event, chanCap),
+		bus:    bus,
 		done:   make(chan struct{}),
 		quit:   make(chan struct{}),
 	}
@@ -279,9 +284,16 @@ func (p *ProcConnector) run(pending []Event) {
 }
 
 // emit delivers ev, blocking while the channel is full (the socket buffer
-// then absorbs the burst, and overflows into an Overflow event). It
-// returns false when Close was called.
+// then absorbs the burst, and overflows into an Overflow event), or
+// publishes it on the bus, which never blocks (a subscriber that falls
+// behind counts its drops). It returns false when Close was called.
 func (p *ProcConnector) emit(ev Event) bool {
+	if p.bus != nil {
+		if be, ok := ev.BusEvent(); ok {
+			p.bus.Publish(be)
+		}
+		return !p.closing.Load()
+	}
 	select {
 	case p.events <- ev:
 		return true

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-qos/lanes/events"
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
@@ -466,5 +467,54 @@ func TestProcConnectorExecExitFilter(t *testing.T) {
 	a := collect(all.Events())
 	if !a.forkOfShell || !a.threadExit || !a.shellExec || !a.shellExit {
 		t.Errorf("unfiltered: %+v, want the shell's fork, the thread's exit, the shell's exec and exit", a)
+	}
+}
+
+// The connector publishing on a bus: a child's exec and exit arrive as
+// proc.exec and proc.exit with its pid (and its parent's, at exit).
+func TestPublishProcExecExit(t *testing.T) {
+	testutil.RequireRoot(t)
+	bus := events.New()
+	t.Cleanup(bus.Close)
+	sub, err := bus.Subscribe(events.Options{Name: "test", Topics: []string{"proc.>"}, Queue: 65536})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := PublishProcExecExit(bus, t.Logf)
+	if err != nil {
+		t.Fatalf("PublishProcExecExit: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	cmd := exec.Command("/bin/sh", "-c", "sleep 0.1")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var sawExec bool
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("exec seen %v, exit of %d not seen: %v", sawExec, pid, err)
+		}
+		if ev.Source != ProcSource {
+			t.Errorf("source %q", ev.Source)
+		}
+		if PID(ev) != pid {
+			continue
+		}
+		switch ev.Topic {
+		case TopicExec:
+			sawExec = true
+		case TopicExit:
+			if !sawExec {
+				t.Error("exit before exec")
+			}
+			if ppid, _ := ev.Payload["ppid"].(int64); int(ppid) != os.Getpid() {
+				t.Errorf("ppid %v, want %d", ev.Payload["ppid"], os.Getpid())
+			}
+			return
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lanes-qos/lanes/events"
 	"github.com/lanes-qos/lanes/lane"
 )
 
@@ -62,5 +63,10 @@ func ReadProcessCgroup(pid int) (lane.Process, []byte, error) {
 
 // ListenProcExecExit fails: the proc connector is Linux-only.
 func ListenProcExecExit(logf func(format string, args ...any)) (*ProcConnector, error) {
+	return ListenProc(logf)
+}
+
+// PublishProcExecExit fails: the proc connector is Linux-only.
+func PublishProcExecExit(bus *events.Bus, logf func(format string, args ...any)) (*ProcConnector, error) {
 	return ListenProc(logf)
 }

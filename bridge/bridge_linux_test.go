@@ -282,9 +282,9 @@ func TestBridgeAcrossHosts(t *testing.T) {
 	defer raw.Close()
 	bad := []struct{ subj, data string }{
 		{"lanes.C.app.1.report", "not json"},
-		{"lanes.C.app.$x.report", `{"source":"x"}`},                   // topic not a valid topic
+		{"lanes.C.app.$x.report", `{"source":"x"}`},                      // topic not a valid topic
 		{"lanes.C.app.1.report", `{"source":"x","payload":{"v":1e999}}`}, // not a finite number
-		{"lanes.A.app.1.report", `{"source":"x"}`},                     // A's name: refused by A only
+		{"lanes.A.app.1.report", `{"source":"x"}`},                       // A's name: refused by A only
 	}
 	for _, m := range bad {
 		if err := raw.Publish(m.subj, []byte(m.data)); err != nil {

@@ -158,6 +158,32 @@ type Status struct {
 	// Links are the interfaces lanes shapes, with their offloads.
 	Links  []NetLink `json:"links,omitempty"`
 	Health []Health  `json:"health,omitempty"`
+	// Bridge is the NATS bridge's state (nil: no [bridge] url).
+	Bridge *Bridge `json:"bridge,omitempty"`
+}
+
+// Bridge is the state of the event bridge to other hosts over NATS. Every
+// exported event is sent, buffered, lost or expired.
+type Bridge struct {
+	URL        string `json:"url"`
+	Host       string `json:"host"`
+	Connected  bool   `json:"connected"`
+	Server     string `json:"server,omitempty"`
+	Reconnects uint64 `json:"reconnects"`
+	// Exported events: handed to the server, waiting for it, lost (did not
+	// fit the buffer, or could not be sent), past their deadline.
+	Sent         uint64 `json:"sent"`
+	Buffered     uint64 `json:"buffered"`
+	Lost         uint64 `json:"lost"`
+	Expired      uint64 `json:"expired"`
+	FilterErrors uint64 `json:"filter_errors"`
+	// Imported events: published on the bus, refused as invalid, refused
+	// by the in filter, dropped by a full client queue.
+	Received  uint64 `json:"received"`
+	Refused   uint64 `json:"refused"`
+	Filtered  uint64 `json:"filtered"`
+	Dropped   uint64 `json:"dropped"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // NetLink is one shaped interface's segmentation offloads, segment sizes

@@ -92,6 +92,7 @@ type Bridge struct {
 	lastErr                                   atomic.Pointer[string]
 	lastLog                                   atomic.Int64
 	closeOnce                                 sync.Once
+	closing                                   atomic.Bool
 }
 
 // loopGuard keeps imported events from being exported again.
@@ -144,7 +145,7 @@ func Start(bus *events.Bus, cfg lane.Bridge, opts Options) (*Bridge, error) {
 		nats.PingInterval(5 * time.Second),
 		nats.MaxPingsOutstanding(2),
 		nats.ConnectHandler(func(c *nats.Conn) {
-			b.logf("bridge: connected to %s as host %s", c.ConnectedUrlRedacted(), cfg.Host)
+			b.logf("bridge: connected to %s as host %s", cfg.URL, cfg.Host)
 			b.signal()
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
@@ -153,6 +154,9 @@ func Start(bus *events.Bus, cfg lane.Bridge, opts Options) (*Bridge, error) {
 			b.signal()
 		}),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if b.closing.Load() {
+				return
+			}
 			msg := "disconnected"
 			if err != nil {
 				msg = "disconnected: " + err.Error()
@@ -413,6 +417,7 @@ func (b *Bridge) Config() lane.Bridge { return b.cfg }
 // the connection is closed. It returns the final counters.
 func (b *Bridge) Close() Stats {
 	b.closeOnce.Do(func() {
+		b.closing.Store(true)
 		if b.out != nil {
 			b.out.Close() // the pump drains the queue into the buffer, then ends
 			<-b.pumpDone

@@ -95,6 +95,11 @@ type Bridge struct {
 	closing                                   atomic.Bool
 }
 
+// exportQueue bounds the bus queue between the bus and the buffer (the
+// bridge takes from it at once; it absorbs bursts the pump has not yet
+// moved, and what it drops is counted lost).
+const exportQueue = 16384
+
 // loopGuard keeps imported events from being exported again.
 const loopGuard = `!source.startsWith("host/")`
 
@@ -121,7 +126,7 @@ func Start(bus *events.Bus, cfg lane.Bridge, opts Options) (*Bridge, error) {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
-	b := &Bridge{cfg: cfg, bus: bus, opts: opts, logf: opts.Logf, ring: make([]events.Event, cfg.Buffer),
+	b := &Bridge{cfg: cfg, bus: bus, opts: opts, logf: opts.Logf,
 		wake: make(chan struct{}, 1), pumpDone: make(chan struct{}), sendDone: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if cfg.In != "" {
@@ -198,12 +203,13 @@ func Start(bus *events.Bus, cfg lane.Bridge, opts Options) (*Bridge, error) {
 			filter += " && (" + cfg.Out + "\n)"
 		}
 		sub, err := bus.Subscribe(events.Options{Name: "bridge/export", Topics: cfg.Export, Out: filter,
-			Queue: events.DefaultQueue, Drop: events.DropNewest})
+			Queue: min(cfg.Buffer, exportQueue), Drop: events.DropNewest})
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("bridge: out filter: %w", err)
 		}
 		b.out = sub
+		b.ring = make([]events.Event, cfg.Buffer)
 		go b.pump()
 		go b.send()
 	} else {

@@ -97,7 +97,8 @@ type Bridge struct {
 
 // exportQueue bounds the bus queue between the bus and the buffer (the
 // bridge takes from it at once; it absorbs bursts the pump has not yet
-// moved, and what it drops is counted lost).
+// moved). Like the buffer it drops the oldest, counted lost, so that what
+// survives an overflow anywhere is the newest events.
 const exportQueue = 16384
 
 // loopGuard keeps imported events from being exported again.
@@ -203,7 +204,7 @@ func Start(bus *events.Bus, cfg lane.Bridge, opts Options) (*Bridge, error) {
 			filter += " && (" + cfg.Out + "\n)"
 		}
 		sub, err := bus.Subscribe(events.Options{Name: "bridge/export", Topics: cfg.Export, Out: filter,
-			Queue: min(cfg.Buffer, exportQueue), Drop: events.DropNewest})
+			Queue: min(cfg.Buffer, exportQueue), Drop: events.DropOldest})
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("bridge: out filter: %w", err)

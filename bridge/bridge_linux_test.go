@@ -358,3 +358,72 @@ func TestBridgeDisconnected(t *testing.T) {
 		t.Errorf("A received %d, want 50", a.Received)
 	}
 }
+
+// TestBridgeFiltersAndDeadlines: the out filter keeps events at home, the
+// in filter and the import patterns keep them out, and an event whose
+// deadline passes while the server is away is counted expired, not sent.
+func TestBridgeFiltersAndDeadlines(t *testing.T) {
+	h := newHosts(t)
+	busA, busB := events.New(), events.New()
+	defer busA.Close()
+	defer busB.Close()
+	subB, err := busB.Subscribe(events.Options{Name: "b", Topics: []string{">"}, Queue: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subB.Close()
+	cfgA := bridgeCfg("A", 100)
+	cfgA.Export = []string{"app.>", "lane.*.cpu"}
+	cfgA.Out = `!topic.startsWith("lane.") || payload.usage > 0.5`
+	cfgB := bridgeCfg("B", 100)
+	cfgB.Import = []string{"app.*.report", "lane.>"}
+	cfgB.In = `!has(payload.secret)`
+	var gateA atomic.Bool
+	gateA.Store(true)
+	brA := startBridge(t, busA, cfgA, nsDialer{ns: h.nsA, gate: &gateA})
+	brB := startBridge(t, busB, cfgB, nsDialer{ns: h.nsB})
+	waitFor(t, "both bridges connected", 10*time.Second, func() bool { return brA.Stats().Connected && brB.Stats().Connected })
+	brB.Flush(5 * time.Second)
+
+	pub := func(topic string, p map[string]any) {
+		busA.Publish(events.Event{Source: "monitor/test", Topic: topic, Payload: p})
+	}
+	pub("lane.video.cpu", map[string]any{"usage": 0.2})              // out filter: stays
+	pub("lane.video.cpu", map[string]any{"usage": 0.9})              // sent, imported
+	pub("app.1.report", map[string]any{"fps": 20.0, "secret": true}) // sent, in filter refuses
+	pub("app.1.directive", map[string]any{"quality": int64(3)})      // sent, B does not import directives
+	pub("proc.exec", map[string]any{"pid": int64(1)})                // not exported
+	e := next(t, subB)
+	if e.Topic != "lane.video.cpu" || e.Payload["usage"] != 0.9 || e.Source != "host/A/monitor/test" {
+		t.Errorf("B got %v, want only the 0.9 sample", e)
+	}
+	brA.Flush(5 * time.Second)
+	none(t, subB, 200*time.Millisecond)
+	if st := brA.Stats(); st.Sent != 3 || st.Lost != 0 {
+		t.Errorf("A: %+v, want 3 sent", st)
+	}
+	if st := brB.Stats(); st.Received != 1 || st.Filtered != 1 || st.Refused != 0 {
+		t.Errorf("B: %+v, want 1 received, 1 filtered", st)
+	}
+
+	// The server goes away; one of two events has a deadline that passes
+	// before it returns.
+	h.server.stop()
+	gateA.Store(false)
+	waitFor(t, "A to see the server gone", 10*time.Second, func() bool { return !brA.Stats().Connected })
+	busA.Publish(events.Event{Source: "app/1", Topic: "app.1.report", Payload: map[string]any{"n": int64(1)}, Deadline: time.Now().Add(100 * time.Millisecond)})
+	busA.Publish(events.Event{Source: "app/1", Topic: "app.1.report", Payload: map[string]any{"n": int64(2)}})
+	time.Sleep(300 * time.Millisecond)
+	h.server = startServer(t, h.nsA)
+	waitFor(t, "B to reconnect", 15*time.Second, func() bool { return brB.Stats().Connected })
+	brB.Flush(5 * time.Second)
+	gateA.Store(true)
+	e = next(t, subB)
+	if e.Payload["n"] != int64(2) {
+		t.Errorf("B got %v, want n=2 (n=1 expired)", e)
+	}
+	none(t, subB, 200*time.Millisecond)
+	if st := brA.Stats(); st.Expired != 1 || st.Sent != 4 || st.Buffered != 0 || st.Lost != 0 {
+		t.Errorf("A: %+v, want 1 expired, 4 sent", st)
+	}
+}

@@ -419,9 +419,10 @@ func (b *Bridge) Stats() Stats {
 // Config returns the settings the bridge runs with.
 func (b *Bridge) Config() lane.Bridge { return b.cfg }
 
-// Close stops the bridge: what is buffered is sent if the server is
-// reachable within Options.DrainTimeout, the rest counted as lost; then
-// the connection is closed. It returns the final counters.
+// Close stops the bridge: while the server is reachable, what is buffered
+// is sent (for at most Options.DrainTimeout); the rest is counted as lost
+// and logged; then the connection is closed. It returns the final
+// counters.
 func (b *Bridge) Close() Stats {
 	b.closeOnce.Do(func() {
 		b.closing.Store(true)
@@ -433,8 +434,8 @@ func (b *Bridge) Close() Stats {
 				b.mu.Lock()
 				left := b.n + b.inflight
 				b.mu.Unlock()
-				if left == 0 {
-					break
+				if left == 0 || !b.nc.IsConnected() {
+					break // all sent, or no server to send them to
 				}
 				b.signal()
 				time.Sleep(5 * time.Millisecond)

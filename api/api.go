@@ -161,6 +161,8 @@ type Status struct {
 	// Bus is the daemon's event channels: what was published and each
 	// subscription's queue and counters (a stuck subscriber shows as drops).
 	Bus *EventBus `json:"event_bus,omitempty"`
+	// Bridge is the NATS bridge's state (nil: no [bridge] url).
+	Bridge *Bridge `json:"bridge,omitempty"`
 }
 
 // EventBus is the event channels' counters.
@@ -185,6 +187,30 @@ type EventSubscription struct {
 	Expired      uint64   `json:"expired"`
 	Filtered     uint64   `json:"filtered"`
 	FilterErrors uint64   `json:"filter_errors"`
+}
+
+// Bridge is the state of the event bridge to other hosts over NATS. Every
+// exported event is sent, buffered, lost or expired.
+type Bridge struct {
+	URL        string `json:"url"`
+	Host       string `json:"host"`
+	Connected  bool   `json:"connected"`
+	Server     string `json:"server,omitempty"`
+	Reconnects uint64 `json:"reconnects"`
+	// Exported events: handed to the server, waiting for it, lost (did not
+	// fit the buffer, or could not be sent), past their deadline.
+	Sent         uint64 `json:"sent"`
+	Buffered     uint64 `json:"buffered"`
+	Lost         uint64 `json:"lost"`
+	Expired      uint64 `json:"expired"`
+	FilterErrors uint64 `json:"filter_errors"`
+	// Imported events: published on the bus, refused as invalid, refused
+	// by the in filter, dropped by a full client queue.
+	Received  uint64 `json:"received"`
+	Refused   uint64 `json:"refused"`
+	Filtered  uint64 `json:"filtered"`
+	Dropped   uint64 `json:"dropped"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // NetLink is one shaped interface's segmentation offloads, segment sizes

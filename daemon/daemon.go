@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/bridge"
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/events"
 	"github.com/lanes-qos/lanes/internal/cgroup"
@@ -49,6 +50,10 @@ type Daemon struct {
 	// bus is the daemon's event channels: monitors publish on it,
 	// controllers, the API's event streams and bridges subscribe.
 	bus *events.Bus
+	// bridge carries the bus to other hosts over NATS ([bridge]); nil
+	// without one. bridgeMu guards it.
+	bridgeMu sync.Mutex
+	bridge   *bridge.Bridge
 
 	mu         sync.Mutex
 	cfg        *lane.Config
@@ -109,6 +114,7 @@ func Run(ctx context.Context, opts Options) error {
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket,
 		bus: events.New()}
 	defer d.bus.Close()
+	defer d.stopBridge() // before the bus closes
 	for code, msg := range recovered {
 		d.setHealth(code, msg)
 	}
@@ -124,6 +130,7 @@ func Run(ctx context.Context, opts Options) error {
 	evDone := d.watchProcesses(ctx)
 	d.applyRulesToRunning()
 	stopNetMon := d.watchNetwork(ctx, "")
+	d.applyBridge(cfg)
 
 	srv := &http.Server{
 		Handler:     d.handler(),
@@ -325,6 +332,7 @@ func (d *Daemon) reload() (*lane.Config, error) {
 	d.setHealth("config-apply-failed", "")
 	d.logf("reloaded %s: lanes %s", d.configName(), strings.Join(cfg.Order, ", "))
 	d.applyRulesToRunning()
+	d.applyBridge(cfg)
 	return cfg, nil
 }
 

@@ -376,6 +376,7 @@ func (d *Daemon) mechanisms() []api.Mechanism {
 	m = append(m, api.Mechanism{Resource: "process events", Backend: d.events,
 		Preferred: d.events == "proc connector", OK: true,
 		Reason: map[bool]string{true: "exec events from the kernel's proc connector", false: "proc connector unavailable"}[d.events == "proc connector"]})
+	m = append(m, d.bridgeMechanism())
 	return m
 }
 
@@ -409,6 +410,7 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Idletime = d.idleStats()
 	st.Links = d.netLinks()
 	st.Bus = d.busStats()
+	st.Bridge = d.bridgeStatus()
 	return st, nil
 }
 

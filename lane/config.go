@@ -56,6 +56,7 @@ func (c *Config) Clone() *Config {
 	n.Rules = slices.Clone(c.Rules)
 	n.Net.Interfaces = slices.Clone(c.Net.Interfaces)
 	n.DiskIdle.Devices = slices.Clone(c.DiskIdle.Devices)
+	n.Bridge = c.Bridge.clone()
 	return &n
 }
 
@@ -118,6 +119,7 @@ type fileConfig struct {
 	Disk    *fileDiskGlobal      `toml:"disk"`
 	Lanes   map[string]*fileLane `toml:"lanes"`
 	Rule    []fileRule           `toml:"rule"`
+	Bridge  *fileBridge          `toml:"bridge"`
 }
 
 type fileDaemon struct {
@@ -242,6 +244,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.Net.Interfaces = slices.Clone(base.Net.Interfaces)
 		c.DiskIdle = base.DiskIdle
 		c.DiskIdle.Devices = slices.Clone(base.DiskIdle.Devices)
+		c.Bridge = base.Bridge.clone()
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
@@ -261,6 +264,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	if f.Disk != nil && f.Disk.Idletime != nil {
 		v.diskIdle(&c.DiskIdle, f.Disk.Idletime)
 	}
+	v.bridge(&c.Bridge, f.Bridge)
 
 	// Built-ins first, then user lanes in file order.
 	c.Order = []string{Interactive, Normal, Background}

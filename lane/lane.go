@@ -33,6 +33,8 @@ type Config struct {
 	Net NetGlobal
 	// DiskIdle is idletime scheduling on block devices ([disk.idletime]).
 	DiskIdle DiskIdletime
+	// Bridge carries events to and from other hosts ([bridge]).
+	Bridge Bridge
 }
 
 // Daemon holds lanesd's own settings.

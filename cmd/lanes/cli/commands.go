@@ -178,6 +178,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(Stdout, "         last reload failed, running config kept: %s\n", st.ConfigError)
 			}
 			fmt.Fprintf(Stdout, "state:   %s\nevents:  %s\n", st.StateDB, st.Events)
+			if b := st.Bridge; b != nil {
+				printBridge(b)
+			}
 			if len(st.Health) == 0 {
 				fmt.Fprintln(Stdout, "health:  ok")
 			}

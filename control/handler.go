@@ -3,7 +3,6 @@ package control
 import (
 	"fmt"
 	"math"
-	"reflect"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -123,12 +122,15 @@ func collect(v ref.Val, res map[string]float64) error {
 }
 
 func number(v ref.Val) (float64, bool) {
-	n, err := v.ConvertToNative(reflect.TypeOf(float64(0)))
-	if err != nil {
-		return 0, false
+	switch x := v.(type) {
+	case types.Double:
+		return float64(x), true
+	case types.Int:
+		return float64(x), true
+	case types.Uint:
+		return float64(x), true
 	}
-	f, ok := n.(float64)
-	return f, ok
+	return 0, false
 }
 
 // runHandler evaluates the controller's handler on a sample and returns

@@ -57,6 +57,10 @@ func (c *Config) Clone() *Config {
 	n.Net.Interfaces = slices.Clone(c.Net.Interfaces)
 	n.DiskIdle.Devices = slices.Clone(c.DiskIdle.Devices)
 	n.Bridge = c.Bridge.clone()
+	n.Controllers = slices.Clone(c.Controllers)
+	for i := range n.Controllers {
+		n.Controllers[i].Actuators = slices.Clone(c.Controllers[i].Actuators)
+	}
 	return &n
 }
 
@@ -120,6 +124,8 @@ type fileConfig struct {
 	Lanes   map[string]*fileLane `toml:"lanes"`
 	Rule    []fileRule           `toml:"rule"`
 	Bridge  *fileBridge          `toml:"bridge"`
+	// Controller: see controller.go.
+	Controller []fileController `toml:"controller"`
 }
 
 type fileDaemon struct {
@@ -320,6 +326,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 			c.Rules = append(c.Rules, r)
 		}
 	}
+	v.controllers(c, f.Controller)
 	if len(v.errs) > 0 {
 		slices.SortStableFunc(v.errs, func(a, b error) int {
 			return lineOf(a) - lineOf(b)

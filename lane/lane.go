@@ -3,6 +3,7 @@ package lane
 import (
 	"time"
 
+	"github.com/lanes-qos/lanes/control"
 	"github.com/lanes-qos/lanes/idletime"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	DiskIdle DiskIdletime
 	// Bridge carries events to and from other hosts ([bridge]).
 	Bridge Bridge
+	// Controllers are the [[controller]] tables, in file order: each
+	// moves some of one lane's settings at run time (package control).
+	Controllers []control.Spec
 }
 
 // Daemon holds lanesd's own settings.

@@ -49,6 +49,8 @@ type Daemon struct {
 	// bus is the daemon's event channels: monitors publish on it,
 	// controllers, the API's event streams and bridges subscribe.
 	bus *events.Bus
+	// ev is the event history writer and the API streams' lifetime.
+	ev *eventsRun
 
 	mu         sync.Mutex
 	cfg        *lane.Config
@@ -109,6 +111,10 @@ func Run(ctx context.Context, opts Options) error {
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket,
 		bus: events.New()}
 	defer d.bus.Close()
+	if d.ev, err = d.startEvents(cfg); err != nil {
+		return fmt.Errorf("event history: %w", err)
+	}
+	defer d.ev.stop()
 	for code, msg := range recovered {
 		d.setHealth(code, msg)
 	}
@@ -130,6 +136,7 @@ func Run(ctx context.Context, opts Options) error {
 		ReadTimeout: 30 * time.Second,
 		ErrorLog:    nil,
 	}
+	srv.RegisterOnShutdown(d.ev.cancel) // event streams end
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 	logf("lanesd %s listening on %s (config %s, state %s)", api.Version, socket, d.configName(), store.Path())

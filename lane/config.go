@@ -56,6 +56,7 @@ func (c *Config) Clone() *Config {
 	n.Rules = slices.Clone(c.Rules)
 	n.Net.Interfaces = slices.Clone(c.Net.Interfaces)
 	n.DiskIdle.Devices = slices.Clone(c.DiskIdle.Devices)
+	n.Events.HistoryTopics = slices.Clone(c.Events.HistoryTopics)
 	return &n
 }
 
@@ -118,6 +119,7 @@ type fileConfig struct {
 	Disk    *fileDiskGlobal      `toml:"disk"`
 	Lanes   map[string]*fileLane `toml:"lanes"`
 	Rule    []fileRule           `toml:"rule"`
+	Events  *fileEvents          `toml:"events"`
 }
 
 type fileDaemon struct {
@@ -242,6 +244,8 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.Net.Interfaces = slices.Clone(base.Net.Interfaces)
 		c.DiskIdle = base.DiskIdle
 		c.DiskIdle.Devices = slices.Clone(base.DiskIdle.Devices)
+		c.Events = base.Events
+		c.Events.HistoryTopics = slices.Clone(base.Events.HistoryTopics)
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
@@ -258,6 +262,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	}
 	v.daemon(&c.Daemon, f.Daemon)
 	v.netGlobal(&c.Net, f.Net)
+	v.events(&c.Events, f.Events)
 	if f.Disk != nil && f.Disk.Idletime != nil {
 		v.diskIdle(&c.DiskIdle, f.Disk.Idletime)
 	}

@@ -33,6 +33,8 @@ type Config struct {
 	Net NetGlobal
 	// DiskIdle is idletime scheduling on block devices ([disk.idletime]).
 	DiskIdle DiskIdletime
+	// Events are the event channels' settings ([events]).
+	Events Events
 }
 
 // Daemon holds lanesd's own settings.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/api/client"
+	"github.com/lanes-qos/lanes/cmd/lanes/cli"
 	"github.com/lanes-qos/lanes/events"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/state"
@@ -535,4 +536,45 @@ func manyMetrics(n int) map[string]float64 {
 		m["m"+strconv.Itoa(i)] = float64(i)
 	}
 	return m
+}
+
+// `lanes events` against the daemon: the history as lines, a bad filter
+// shown with a caret under the position.
+func TestLanesEventsCommand(t *testing.T) {
+	d, c := eventsDaemon(t, 1000, time.Hour)
+	d.bus.Publish(events.Event{Source: "monitor/lane", Topic: "lane.video.cpu", Payload: map[string]any{"usage": 0.5, "throttled_frac": 0.0}})
+	d.bus.Publish(events.Event{Source: "monitor/net", Topic: "net.link.eth0", Payload: map[string]any{"up": true, "oper": "up"}})
+	d.ev.hist.flush(context.Background())
+	var out, errOut strings.Builder
+	cli.Stdout, cli.Stderr = &out, &errOut
+	defer func() { cli.Stdout, cli.Stderr = os.Stdout, os.Stderr }()
+	cases := []struct {
+		args   []string
+		code   int
+		stdout []string // lines ending so, in order
+		stderr string
+	}{
+		{[]string{"events"}, 0, []string{" monitor/lane lane.video.cpu throttled_frac=0 usage=0.5", " monitor/net net.link.eth0 oper=up up=true"}, ""},
+		{[]string{"events", "--topic", "net.>"}, 0, []string{" monitor/net net.link.eth0 oper=up up=true"}, ""},
+		{[]string{"events", "--since", "1h", "--json", "--filter", "payload.usage > 0.1"}, 0, []string{`"topic":"lane.video.cpu","payload":{"throttled_frac":0,"usage":0.5}}`}, ""},
+		{[]string{"events", "--filter", "payload.usage >"}, 1, nil, "lanes: events: filter: line 1 column 16: Syntax error: mismatched input '<EOF>' …\n  payload.usage >\n                 ^\n"},
+	}
+	for _, tc := range cases {
+		out.Reset()
+		errOut.Reset()
+		code := cli.Run(append(tc.args, "--socket", c.Socket), cli.Options{})
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if out.Len() == 0 {
+			lines = nil
+		}
+		// stderr: "…" stands for text of cel-go's own.
+		pre, post, _ := strings.Cut(tc.stderr, "…")
+		ok := code == tc.code && len(lines) == len(tc.stdout) && strings.HasPrefix(errOut.String(), pre) && strings.HasSuffix(errOut.String(), post)
+		for i := 0; ok && i < len(lines); i++ {
+			ok = strings.HasSuffix(lines[i], tc.stdout[i])
+		}
+		if !ok {
+			t.Errorf("lanes %v: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d, lines ending %q, stderr %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.stdout, tc.stderr)
+		}
+	}
 }

@@ -204,9 +204,9 @@ func TestEventsSinceNoGapNoDuplicate(t *testing.T) {
 				return
 			default:
 			}
-			publish(10)
-			n += 10
-			time.Sleep(200 * time.Microsecond)
+			publish(5)
+			n += 5
+			time.Sleep(2 * time.Millisecond)
 		}
 	}()
 	time.Sleep(50 * time.Millisecond)

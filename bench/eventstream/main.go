@@ -116,7 +116,7 @@ func main() {
 		}
 		fmt.Printf("  %d stream(s): %.0f events/s sent, %d received, lanesd %.1f %% of one CPU", c, float64(r.sent)/r.elapsed.Seconds(), r.received, 100*frac)
 		if c > 0 {
-			fmt.Printf(" (+%.1f %% for the stream)", 100*(frac-base))
+			fmt.Printf(" (%+.1f %% for the stream)", 100*(frac-base))
 		}
 		fmt.Println()
 	}

@@ -56,6 +56,8 @@ type Daemon struct {
 	bridge   *bridge.Bridge
 	// control is the running controllers (control.go), guarded by applyMu.
 	control *controlRun
+	// ev is the event history writer and the API streams' lifetime.
+	ev *eventsRun
 
 	mu         sync.Mutex
 	cfg        *lane.Config
@@ -117,6 +119,10 @@ func Run(ctx context.Context, opts Options) error {
 		bus: events.New()}
 	defer d.bus.Close()
 	defer d.stopBridge() // before the bus closes
+	if d.ev, err = d.startEvents(cfg); err != nil {
+		return fmt.Errorf("event history: %w", err)
+	}
+	defer d.ev.stop()
 	for code, msg := range recovered {
 		d.setHealth(code, msg)
 	}
@@ -140,6 +146,7 @@ func Run(ctx context.Context, opts Options) error {
 		ReadTimeout: 30 * time.Second,
 		ErrorLog:    nil,
 	}
+	srv.RegisterOnShutdown(d.ev.cancel) // event streams end
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 	logf("lanesd %s listening on %s (config %s, state %s)", api.Version, socket, d.configName(), store.Path())

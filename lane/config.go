@@ -61,6 +61,7 @@ func (c *Config) Clone() *Config {
 	for i := range n.Controllers {
 		n.Controllers[i].Actuators = slices.Clone(c.Controllers[i].Actuators)
 	}
+	n.Events.HistoryTopics = slices.Clone(c.Events.HistoryTopics)
 	return &n
 }
 
@@ -126,6 +127,7 @@ type fileConfig struct {
 	Bridge  *fileBridge          `toml:"bridge"`
 	// Controller: see controller.go.
 	Controller []fileController `toml:"controller"`
+	Events     *fileEvents      `toml:"events"`
 }
 
 type fileDaemon struct {
@@ -251,6 +253,8 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.DiskIdle = base.DiskIdle
 		c.DiskIdle.Devices = slices.Clone(base.DiskIdle.Devices)
 		c.Bridge = base.Bridge.clone()
+		c.Events = base.Events
+		c.Events.HistoryTopics = slices.Clone(base.Events.HistoryTopics)
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
@@ -267,6 +271,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	}
 	v.daemon(&c.Daemon, f.Daemon)
 	v.netGlobal(&c.Net, f.Net)
+	v.events(&c.Events, f.Events)
 	if f.Disk != nil && f.Disk.Idletime != nil {
 		v.diskIdle(&c.DiskIdle, f.Disk.Idletime)
 	}

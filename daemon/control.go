@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -342,8 +341,13 @@ func (k *directive) set(v float64, pid int) error {
 		if p <= 0 {
 			continue
 		}
-		k.d.bus.Publish(events.Event{Source: "controller/" + k.spec.Name, Topic: "app." + strconv.Itoa(p) + ".directive",
-			Payload: map[string]any{k.key: v, "controller": k.spec.Name, "lane": k.spec.Lane}})
+		// PublishDirective adds the pid and its owner's uid, by which the
+		// API's streams decide who may read it.
+		_, err := PublishDirective(k.d.bus, "controller/"+k.spec.Name, p,
+			map[string]any{k.key: v, "controller": k.spec.Name, "lane": k.spec.Lane})
+		if err != nil && k.to != control.ToLane {
+			return err // the reporter is gone; a lane member that exited meanwhile is skipped
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -107,7 +108,10 @@ weight = -4
 	t.Cleanup(func() { g.Remove() })
 	// The directive's addressee: the reporting process, or every process
 	// in the lane (here one sleep).
-	addressee := "app.4242.directive"
+	// The reporter is this test's own process: a directive goes only to a
+	// process that exists (it carries its owner's uid).
+	reporter := os.Getpid()
+	addressee := "app." + strconv.Itoa(reporter) + ".directive"
 	if to == "lane" {
 		sleep := exec.Command("sleep", "30")
 		if err := sleep.Start(); err != nil {
@@ -188,9 +192,9 @@ weight = -4
 	if h := d.health["controller:video"]; h.Message != "" {
 		t.Fatalf("controller not started: %s", h.Message)
 	}
-	const pid = 4242
+	pid := reporter
 	report := func(fps float64) {
-		d.bus.Publish(events.Event{Source: "app/4242", Topic: "app.4242.report",
+		d.bus.Publish(events.Event{Source: "app/" + strconv.Itoa(pid), Topic: "app." + strconv.Itoa(pid) + ".report",
 			Payload: map[string]any{"fps": fps, "fps_min": 19.0, "fps_max": 21.0, "pid": int64(pid), "lane": "video"}})
 	}
 	// Too few frames: every knob moves its way, within its bounds, until

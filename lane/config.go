@@ -56,6 +56,7 @@ func (c *Config) Clone() *Config {
 	n.Rules = slices.Clone(c.Rules)
 	n.Net.Interfaces = slices.Clone(c.Net.Interfaces)
 	n.DiskIdle.Devices = slices.Clone(c.DiskIdle.Devices)
+	n.Monitor.Thresholds = slices.Clone(c.Monitor.Thresholds)
 	return &n
 }
 
@@ -118,6 +119,7 @@ type fileConfig struct {
 	Disk    *fileDiskGlobal      `toml:"disk"`
 	Lanes   map[string]*fileLane `toml:"lanes"`
 	Rule    []fileRule           `toml:"rule"`
+	Monitor *fileMonitor         `toml:"monitor"`
 }
 
 type fileDaemon struct {
@@ -242,6 +244,8 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.Net.Interfaces = slices.Clone(base.Net.Interfaces)
 		c.DiskIdle = base.DiskIdle
 		c.DiskIdle.Devices = slices.Clone(base.DiskIdle.Devices)
+		c.Monitor = base.Monitor
+		c.Monitor.Thresholds = slices.Clone(base.Monitor.Thresholds)
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
@@ -308,6 +312,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	} else if l.Net.Quiet && !l.Net.Idletime {
 		v.add("lanes."+c.Default+".net.preempts", "the default lane's packets always preempt: lanes cannot tell them from unclassified traffic (make another lane quiet, or change default)")
 	}
+	v.monitor(c, f.Monitor)
 	if v.pos.tables["rule"] {
 		v.add("rule", "write rules as [[rule]], an array of tables")
 	}

@@ -46,6 +46,8 @@ type Daemon struct {
 	net     *network
 	// diskIdle runs the disk preemption intervals ([disk.idletime]).
 	diskIdle *idleRun
+	// laneMon runs the lane monitors ([monitor]; lanemon.go).
+	laneMon *laneMon
 	// bus is the daemon's event channels: monitors publish on it,
 	// controllers, the API's event streams and bridges subscribe.
 	bus *events.Bus
@@ -245,6 +247,7 @@ func (d *Daemon) setHealth(code, msg string) {
 func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
+	d.stopLaneMon() // restarted with cfg once it is applied
 	if err := d.applyNet(cfg); err != nil {
 		return err
 	}
@@ -277,7 +280,11 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 			return err
 		}
 	}
-	return d.applyDiskIdle(cfg)
+	if err := d.applyDiskIdle(cfg); err != nil {
+		return err
+	}
+	d.startLaneMon(cfg)
+	return nil
 }
 
 // reload rereads the config file. A bad file keeps the running config.
@@ -329,6 +336,7 @@ func (d *Daemon) reload() (*lane.Config, error) {
 func (d *Daemon) restore() error {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
+	d.stopLaneMon()
 	d.diskIdle.end()
 	d.diskIdle = nil
 	d.stopNet()

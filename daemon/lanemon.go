@@ -20,6 +20,7 @@ const laneMonSource = "monitor/lane"
 // per lane and resource, all on one poll period, publishing on the bus.
 type laneMon struct {
 	group  *monitor.AttrGroup
+	close  func() // closes the groups' counter files, after the monitors stopped
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -85,8 +86,15 @@ type laneMonInputs struct {
 // .disk always, .net.up and .net.down on shaped interfaces (.net.down with
 // ingress), .net.rtt for the foreground lanes where idletime gates keep
 // RTTs. cfg's thresholds are attached to the monitor of their topic.
-func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) uint64) *monitor.AttrGroup {
-	g := &monitor.AttrGroup{Period: cfg.Monitor.Period, Report: cfg.Monitor.Report, Publish: publish}
+// closeFiles closes the groups' counter files; call it once g stopped.
+func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) uint64) (g *monitor.AttrGroup, closeFiles func()) {
+	g = &monitor.AttrGroup{Period: cfg.Monitor.Period, Report: cfg.Monitor.Report, Publish: publish}
+	var files []*cgroup.StatFiles
+	closeFiles = func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
 	var net *laneNetSource
 	if in.e != nil && len(in.ifaces) > 0 {
 		net = &laneNetSource{e: in.e, ifaces: slices.Clone(in.ifaces), logf: in.logf, errs: map[string]string{}}
@@ -100,7 +108,8 @@ func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) u
 		g.Attrs = append(g.Attrs, a)
 	}
 	for _, name := range cfg.Order {
-		cg := in.group(name)
+		cg := in.group(name).StatFiles()
+		files = append(files, cg)
 		add(name, "cpu", monitor.LaneCPU(cg))
 		add(name, "disk", monitor.LaneDisk(cg))
 		if net == nil {
@@ -123,7 +132,7 @@ func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) u
 		}
 		a.Thresholds = append(a.Thresholds, monitor.AttrThreshold{Key: key, Threshold: t})
 	}
-	return g
+	return g, closeFiles
 }
 
 // laneRTT reads the RTTs the idletime gates keep: the average minimum
@@ -167,9 +176,9 @@ func laneMonTopics(g *monitor.AttrGroup) string {
 	return strings.Join(res, ", ")
 }
 
-func runLaneMon(g *monitor.AttrGroup) *laneMon {
+func runLaneMon(g *monitor.AttrGroup, closeFiles func()) *laneMon {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &laneMon{group: g, cancel: cancel, done: make(chan struct{})}
+	m := &laneMon{group: g, close: closeFiles, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		g.Run(ctx)
@@ -183,7 +192,13 @@ func (d *Daemon) stopLaneMon() {
 	if d.laneMon == nil {
 		return
 	}
-	d.laneMon.cancel()
-	<-d.laneMon.done
+	d.laneMon.stop()
 	d.laneMon = nil
+}
+
+// stop ends the monitors' goroutine and closes their files.
+func (m *laneMon) stop() {
+	m.cancel()
+	<-m.done
+	m.close()
 }

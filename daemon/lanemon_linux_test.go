@@ -68,7 +68,7 @@ hysteresis = 0.1
 		logf: t.Logf,
 	}
 	mon := runLaneMon(newLaneMon(cfg, in, bus.Publish))
-	defer func() { mon.cancel(); <-mon.done }()
+	defer mon.stop()
 
 	// A shell spinning for at most 5 s, in the group before it spins.
 	cmd := exec.Command("/bin/sh", "-c", `read x; end=$(($(date +%s)+5)); while [ $(date +%s) -lt $end ]; do :; done`)

@@ -34,13 +34,20 @@ type Pressure struct {
 	HaveFull             bool
 }
 
+// readFunc reads one of a group's files (Group.ReadFile, or a StatFiles'
+// open file).
+type readFunc func(ctrl, file string) (string, error)
+
 // CPUStat reads the group's CPU counters from whichever hierarchies hold
-// them. An error means none could be read.
-func (g Group) CPUStat() (CPUStat, error) {
+// them. An error means none could be read. (StatFiles reads them without
+// opening the files each time.)
+func (g Group) CPUStat() (CPUStat, error) { return g.cpuStat(g.ReadFile, g.HasFile) }
+
+func (g Group) cpuStat(read readFunc, has func(ctrl, file string) bool) (CPUStat, error) {
 	var s CPUStat
 	var errs []error
 	if g.v2 != "" {
-		if text, err := g.ReadFile(V2, "cpu.stat"); err != nil {
+		if text, err := read(V2, "cpu.stat"); err != nil {
 			errs = append(errs, err)
 		} else {
 			kv := parseKV(text)
@@ -51,20 +58,20 @@ func (g Group) CPUStat() (CPUStat, error) {
 				s.NrPeriods, s.NrThrottled, s.ThrottledUsec, s.HaveThrottle = throttle(kv, "throttled_usec", 1)
 			}
 		}
-		if text, err := g.ReadFile(V2, "cpu.pressure"); err == nil {
+		if text, err := read(V2, "cpu.pressure"); err == nil {
 			if p, err := ParsePressure(text); err == nil {
 				s.PSI, s.HavePSI = p, true
 			}
 		}
 	}
 	if g.cpu != "" {
-		if text, err := g.ReadFile(CPU, "cpu.stat"); err != nil {
+		if text, err := read(CPU, "cpu.stat"); err != nil {
 			errs = append(errs, err)
 		} else {
 			s.NrPeriods, s.NrThrottled, s.ThrottledUsec, s.HaveThrottle = throttle(parseKV(text), "throttled_time", 1000)
 		}
-		if !s.HaveUsage && g.HasFile(CPU, "cpuacct.usage") {
-			if text, err := g.ReadFile(CPU, "cpuacct.usage"); err == nil {
+		if !s.HaveUsage && has(CPU, "cpuacct.usage") {
+			if text, err := read(CPU, "cpuacct.usage"); err == nil {
 				if ns, err := strconv.ParseUint(strings.TrimSpace(text), 10, 64); err == nil {
 					s.UsageUsec, s.HaveUsage = ns/1000, true
 				}
@@ -163,11 +170,13 @@ type IOStat struct {
 
 // IOStat reads the group's I/O counters: v2 io.stat where the io
 // controller is (unified hosts), else v1 blkio's throttle counters
-// (io_service_bytes_recursive, io_serviced_recursive: kept by the block
-// layer whatever the scheduler and whether or not a limit is set).
-func (g Group) IOStat() (IOStat, error) {
+// (io_service_bytes_recursive, io_serviced_recursive; see IOStat.Devices
+// for what they cover).
+func (g Group) IOStat() (IOStat, error) { return g.ioStat(g.ReadFile) }
+
+func (g Group) ioStat(read readFunc) (IOStat, error) {
 	if g.blkio == "" && g.cpu == "" && g.v2 != "" {
-		text, err := g.ReadFile(V2, "io.stat")
+		text, err := read(V2, "io.stat")
 		if err != nil {
 			return IOStat{}, fmt.Errorf("group %s: io stat: %w", g.name, err)
 		}
@@ -176,11 +185,11 @@ func (g Group) IOStat() (IOStat, error) {
 	if g.blkio == "" {
 		return IOStat{}, fmt.Errorf("group %s: io stat: no blkio hierarchy: %w", g.name, ErrNoHierarchy)
 	}
-	bytesText, err := g.ReadFile(Blkio, "blkio.throttle.io_service_bytes_recursive")
+	bytesText, err := read(Blkio, "blkio.throttle.io_service_bytes_recursive")
 	if err != nil {
 		return IOStat{}, fmt.Errorf("group %s: io stat: %w", g.name, err)
 	}
-	opsText, err := g.ReadFile(Blkio, "blkio.throttle.io_serviced_recursive")
+	opsText, err := read(Blkio, "blkio.throttle.io_serviced_recursive")
 	if err != nil {
 		return IOStat{}, fmt.Errorf("group %s: io stat: %w", g.name, err)
 	}

@@ -27,7 +27,13 @@ func TestCPUStatRises(t *testing.T) {
 	if err := g.AddProc(c.PID()); err != nil {
 		t.Fatal(err)
 	}
+	sf := g.StatFiles() // the open files lanesd's monitors read again each period
+	defer sf.Close()
 	s0, err := g.CPUStat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f0, err := sf.CPUStat()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +43,15 @@ func TestCPUStatRises(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f1, err := sf.CPUStat()
+	if err != nil {
+		t.Fatal(err)
+	}
 	wall := time.Since(t0)
+	if f0.UsageUsec < s0.UsageUsec || f1.UsageUsec < s1.UsageUsec || f1.UsageUsec-f0.UsageUsec < uint64(wall.Microseconds())/4 ||
+		f1.HaveUsage != s1.HaveUsage || f1.HavePSI != s1.HavePSI || f1.HaveThrottle != s1.HaveThrottle {
+		t.Errorf("through open files: %+v then %+v; opened each time: %+v then %+v", f0, f1, s0, s1)
+	}
 	t.Logf("before %+v; after 1 s %+v", before, s1)
 	if !s1.HaveUsage {
 		t.Fatalf("no usage counter (hierarchy: v2 %q cpu %q)", g.v2, g.cpu)
@@ -108,6 +122,11 @@ func TestIOStatRises(t *testing.T) {
 	s1, err := g.IOStat()
 	if err != nil {
 		t.Fatal(err)
+	}
+	sf := g.StatFiles()
+	defer sf.Close()
+	if f1, err := sf.IOStat(); err != nil || f1 != s1 {
+		t.Errorf("through open files: %+v, %v; want %+v", f1, err, s1)
 	}
 	t.Logf("before %+v after %+v", s0, s1)
 	if got := s1.WriteBytes - s0.WriteBytes; got < 8<<20 {

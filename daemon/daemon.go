@@ -47,6 +47,8 @@ type Daemon struct {
 	net     *network
 	// diskIdle runs the disk preemption intervals ([disk.idletime]).
 	diskIdle *idleRun
+	// laneMon runs the lane monitors ([monitor]; lanemon.go).
+	laneMon *laneMon
 	// bus is the daemon's event channels: monitors publish on it,
 	// controllers, the API's event streams and bridges subscribe.
 	bus *events.Bus
@@ -266,6 +268,7 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 	// Controllers stop (their knobs back at the configured values)
 	// before the settings change, and start again on the new ones.
 	d.stopControllers()
+	d.stopLaneMon() // restarted with cfg once it is applied
 	if err := d.applyNet(cfg); err != nil {
 		return err
 	}
@@ -302,6 +305,7 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 		return err
 	}
 	d.startControllers(cfg)
+	d.startLaneMon(cfg)
 	return nil
 }
 
@@ -356,6 +360,7 @@ func (d *Daemon) restore() error {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
 	d.stopControllers()
+	d.stopLaneMon()
 	d.diskIdle.end()
 	d.diskIdle = nil
 	d.stopNet()

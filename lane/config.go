@@ -62,6 +62,7 @@ func (c *Config) Clone() *Config {
 		n.Controllers[i].Actuators = slices.Clone(c.Controllers[i].Actuators)
 	}
 	n.Events.HistoryTopics = slices.Clone(c.Events.HistoryTopics)
+	n.Monitor.Thresholds = slices.Clone(c.Monitor.Thresholds)
 	return &n
 }
 
@@ -128,6 +129,7 @@ type fileConfig struct {
 	// Controller: see controller.go.
 	Controller []fileController `toml:"controller"`
 	Events     *fileEvents      `toml:"events"`
+	Monitor    *fileMonitor     `toml:"monitor"`
 }
 
 type fileDaemon struct {
@@ -255,6 +257,8 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.Bridge = base.Bridge.clone()
 		c.Events = base.Events
 		c.Events.HistoryTopics = slices.Clone(base.Events.HistoryTopics)
+		c.Monitor = base.Monitor
+		c.Monitor.Thresholds = slices.Clone(base.Monitor.Thresholds)
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
@@ -323,6 +327,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	} else if l.Net.Quiet && !l.Net.Idletime {
 		v.add("lanes."+c.Default+".net.preempts", "the default lane's packets always preempt: lanes cannot tell them from unclassified traffic (make another lane quiet, or change default)")
 	}
+	v.monitor(c, f.Monitor)
 	if v.pos.tables["rule"] {
 		v.add("rule", "write rules as [[rule]], an array of tables")
 	}

@@ -1,6 +1,7 @@
 package lane
 
 import (
+	"strings"
 	"time"
 
 	"github.com/lanes-qos/lanes/control"
@@ -41,6 +42,9 @@ type Config struct {
 	Controllers []control.Spec
 	// Events are the event channels' settings ([events]).
 	Events Events
+	// Monitor is the lane monitors' poll period, report interval and
+	// thresholds ([monitor]).
+	Monitor Monitor
 }
 
 // Daemon holds lanesd's own settings.
@@ -225,4 +229,57 @@ type Process struct {
 	User   string // user name of UID, if known
 	Cgroup string // cgroup path as /proc/PID/cgroup gives it
 	Unit   string // systemd unit derived from Cgroup, if any
+}
+
+// Monitor holds the lane monitors' settings ([monitor]): how often each
+// lane's attributes are sampled, how often a sample is published, and the
+// thresholds whose crossings are published at once.
+type Monitor struct {
+	// Period is the poll period: every lane's CPU, disk and network
+	// counters are read this often (50ms..1h).
+	Period time.Duration
+	// Report is how often a lane's sample is published (at least Period;
+	// 0 in the file means Period). Crossings do not wait for it.
+	Report time.Duration
+	// Thresholds are checked on every sample.
+	Thresholds []Threshold
+}
+
+// Monitor periods' bounds.
+const (
+	MinMonitorPeriod = 50 * time.Millisecond
+	MaxMonitorPeriod = time.Hour
+)
+
+// Threshold is one [[monitor.threshold]]: when Lane's Metric goes above
+// (Above) or below Value, a crossing is published at once; it is crossed
+// back only once the value is Hysteresis past Value the other way.
+type Threshold struct {
+	Name       string
+	Lane       string
+	Metric     string // "<resource>.<payload key>", one of MonitorMetrics
+	Above      bool   // true: above Value; false: below Value
+	Value      float64
+	Hysteresis float64 // ≥ 0, in the metric's unit
+	Line       int     // line in the config file (0: none)
+}
+
+// Resource returns the threshold's resource ("cpu", "disk", "net.up",
+// "net.down", "net.rtt") and payload key ("usage").
+func (t Threshold) Resource() (resource, key string) {
+	i := strings.LastIndexByte(t.Metric, '.')
+	if i < 0 {
+		return "", t.Metric
+	}
+	return t.Metric[:i], t.Metric[i+1:]
+}
+
+// MonitorMetrics lists the metrics a threshold may watch: each lane
+// monitor's topic suffix (lane.<lane>.<resource>) and payload key.
+var MonitorMetrics = []string{
+	"cpu.usage", "cpu.throttled_frac", "cpu.psi_some_avg10", "cpu.psi_full_avg10",
+	"disk.read_bps", "disk.write_bps", "disk.read_iops", "disk.write_iops",
+	"net.up.bps", "net.up.drops_per_s", "net.up.backlog_bytes", "net.up.backlog_packets",
+	"net.down.bps", "net.down.drops_per_s", "net.down.backlog_bytes", "net.down.backlog_packets",
+	"net.rtt.rtt_us",
 }

@@ -4,8 +4,11 @@
 // as proc.exec, proc.exit and proc.overflow), a /proc-polling fallback for
 // hosts where the connector is unavailable, readers that describe a
 // process from /proc (through internal/procfs) as a lane.Process for rule
-// matching, and the rtnetlink monitor (WatchNet): a namespace's links,
+// matching; the rtnetlink monitor (WatchNet): a namespace's links,
 // addresses and default routes and its connectivity, reported as
-// NetChanges whose Event is the net.* event. The API and CLI packages must
+// NetChanges whose Event is the net.* event; and the attribute monitors
+// (seed 004): a lane's CPU, disk and network counters sampled every poll
+// period, published as lane.<lane>.<resource> events every report interval
+// and at once when a threshold is crossed. The API and CLI packages must
 // not import it; only the daemon does.
 package monitor

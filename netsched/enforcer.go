@@ -22,7 +22,7 @@ type LaneStats struct {
 	ClassID   uint32 `json:"classid"`
 	Bytes     uint64 `json:"bytes"`
 	Packets   uint64 `json:"packets"`
-	Drops     uint64 `json:"drops"`
+	Drops     uint64 `json:"drops"`   // the class's, or its leaf qdisc's (CoDel, FIFO) when more
 	Backlog   uint64 `json:"backlog"` // bytes queued now
 	Qlen      uint64 `json:"qlen"`    // packets queued now
 	// RateBits is the rate (bits/s) since an earlier Stats call for the

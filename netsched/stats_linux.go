@@ -39,6 +39,19 @@ func (e *Enforcer) Stats(iface string) ([]LaneStats, error) {
 		for _, c := range classes {
 			byID[c.Attrs().Handle] = c
 		}
+		// A leaf qdisc's own drops: fq_codel's CoDel and overflow drops,
+		// a FIFO's tail or head drops. The class counts only packets its
+		// leaf refused at enqueue.
+		qdiscs, err := e.h.QdiscList(dev)
+		if err != nil {
+			return nil, fmt.Errorf("stats %s: list qdiscs: %w", d.name, err)
+		}
+		leafDrops := map[uint32]uint64{}
+		for _, q := range qdiscs {
+			if a := q.Attrs(); a.Statistics != nil && a.Statistics.Queue != nil {
+				leafDrops[a.Parent] += uint64(a.Statistics.Queue.Drops)
+			}
+		}
 		for _, c := range st.plan.Classes {
 			ls := LaneStats{Lane: c.Lane, Iface: iface, Direction: d.dir, ClassID: c.ClassID}
 			if kc, ok := byID[c.ClassID]; ok && kc.Attrs().Statistics != nil {
@@ -50,6 +63,9 @@ func (e *Enforcer) Stats(iface string) ([]LaneStats, error) {
 					ls.Drops, ls.Backlog, ls.Qlen = uint64(s.Queue.Drops), uint64(s.Queue.Backlog), uint64(s.Queue.Qlen)
 				}
 			}
+			// The leaf counts the drops the class counts (refused at
+			// enqueue) and its own: the larger is the lane's.
+			ls.Drops = max(ls.Drops, leafDrops[c.ClassID])
 			k := statKey{d.dir, c.ClassID}
 			prev, ok := st.last[k]
 			if ok && now.After(prev.at) && ls.Bytes >= prev.bytes {

@@ -49,6 +49,8 @@ type Daemon struct {
 	// bus is the daemon's event channels: monitors publish on it,
 	// controllers, the API's event streams and bridges subscribe.
 	bus *events.Bus
+	// control is the running controllers (control.go), guarded by applyMu.
+	control *controlRun
 
 	mu         sync.Mutex
 	cfg        *lane.Config
@@ -245,6 +247,9 @@ func (d *Daemon) setHealth(code, msg string) {
 func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
+	// Controllers stop (their knobs back at the configured values)
+	// before the settings change, and start again on the new ones.
+	d.stopControllers()
 	if err := d.applyNet(cfg); err != nil {
 		return err
 	}
@@ -277,7 +282,11 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 			return err
 		}
 	}
-	return d.applyDiskIdle(cfg)
+	if err := d.applyDiskIdle(cfg); err != nil {
+		return err
+	}
+	d.startControllers(cfg)
+	return nil
 }
 
 // reload rereads the config file. A bad file keeps the running config.
@@ -329,6 +338,7 @@ func (d *Daemon) reload() (*lane.Config, error) {
 func (d *Daemon) restore() error {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
+	d.stopControllers()
 	d.diskIdle.end()
 	d.diskIdle = nil
 	d.stopNet()

@@ -52,6 +52,11 @@ type Engine struct {
 	// ensured is the lane each group was last made to match (EnsureLane),
 	// so that a storm of rule placements does not rewrite its settings.
 	ensured map[string]*lane.Lane
+	// tuned holds controllers' run-time changes of lanes' CPU settings
+	// (tune.go), which EnsureLane keeps. cpuMu guards it and orders the
+	// writes of CPU settings.
+	cpuMu sync.Mutex
+	tuned map[string]cpuTune
 	// procs holds the cgroup.procs files of groups open (PlaceBatch).
 	procs map[string]*cgroup.Procs
 
@@ -116,7 +121,7 @@ func New(opts Options) (*Engine, error) {
 	if gn == nil {
 		gn = func(l string) string { return cgroup.Prefix + l }
 	}
-	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}, procs: map[string]*cgroup.Procs{}}, nil
+	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}, tuned: map[string]cpuTune{}, procs: map[string]*cgroup.Procs{}}, nil
 }
 
 // SetNet turns network classification on (n != nil) or off.
@@ -168,7 +173,10 @@ func (e *Engine) EnsureLane(l *lane.Lane) (cgroup.Group, error) {
 		}
 		e.logf("adopted cgroup %s", g.Name())
 	}
-	if err := e.CPU.Apply(g, l.CPU); err != nil {
+	e.cpuMu.Lock()
+	err = e.CPU.Apply(g, e.effectiveCPU(l))
+	e.cpuMu.Unlock()
+	if err != nil {
 		return g, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
 	if err := e.Disk.Apply(g, l.Disk); err != nil {

@@ -56,6 +56,10 @@ func (c *Config) Clone() *Config {
 	n.Rules = slices.Clone(c.Rules)
 	n.Net.Interfaces = slices.Clone(c.Net.Interfaces)
 	n.DiskIdle.Devices = slices.Clone(c.DiskIdle.Devices)
+	n.Controllers = slices.Clone(c.Controllers)
+	for i := range n.Controllers {
+		n.Controllers[i].Actuators = slices.Clone(c.Controllers[i].Actuators)
+	}
 	return &n
 }
 
@@ -118,6 +122,8 @@ type fileConfig struct {
 	Disk    *fileDiskGlobal      `toml:"disk"`
 	Lanes   map[string]*fileLane `toml:"lanes"`
 	Rule    []fileRule           `toml:"rule"`
+	// Controller: see controller.go.
+	Controller []fileController `toml:"controller"`
 }
 
 type fileDaemon struct {
@@ -316,6 +322,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 			c.Rules = append(c.Rules, r)
 		}
 	}
+	v.controllers(c, f.Controller)
 	if len(v.errs) > 0 {
 		slices.SortStableFunc(v.errs, func(a, b error) int {
 			return lineOf(a) - lineOf(b)

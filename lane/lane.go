@@ -3,6 +3,7 @@ package lane
 import (
 	"time"
 
+	"github.com/lanes-qos/lanes/control"
 	"github.com/lanes-qos/lanes/idletime"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	Net NetGlobal
 	// DiskIdle is idletime scheduling on block devices ([disk.idletime]).
 	DiskIdle DiskIdletime
+	// Controllers are the [[controller]] tables, in file order: each
+	// moves some of one lane's settings at run time (package control).
+	Controllers []control.Spec
 }
 
 // Daemon holds lanesd's own settings.

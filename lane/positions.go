@@ -66,11 +66,17 @@ func indexKeys(data []byte) keyPositions {
 		switch e.Kind {
 		case unstable.Table:
 			path, off := keyPath(e.Key())
+			path = inArrays(path, arrays)
 			table = path
 			kp.tables[path] = true
 			kp.record(path, off)
 		case unstable.ArrayTable:
 			path, off := keyPath(e.Key())
+			// A nested array table ([[controller.actuator]]) belongs to
+			// the latest element of its parent: controller[2].actuator.
+			if i := strings.LastIndexByte(path, '.'); i > 0 {
+				path = inArrays(path[:i], arrays) + path[i:]
+			}
 			arrays[path]++
 			table = fmt.Sprintf("%s[%d]", path, arrays[path])
 			kp.record(table, off)
@@ -80,6 +86,21 @@ func indexKeys(data []byte) keyPositions {
 		}
 	}
 	return kp
+}
+
+// inArrays puts the index of the latest element into each part of path
+// that is an array of tables: "controller.metric" after the second
+// [[controller]] is "controller[2].metric".
+func inArrays(path string, arrays map[string]int) string {
+	parts := strings.Split(path, ".")
+	out := ""
+	for _, p := range parts {
+		out = join(out, p)
+		if n := arrays[out]; n > 0 {
+			out = fmt.Sprintf("%s[%d]", out, n)
+		}
+	}
+	return out
 }
 
 func (kp keyPositions) record(path string, off int) {

@@ -43,7 +43,10 @@ type Enforcer struct {
 	ifaces  map[string]*ifaceState
 	cgLinks map[string]link.Link // cgroup dir -> sock_create attachment
 	bound   map[string]boundLane // lane -> its cgroup
-	closed  bool
+	// tuned holds controllers' run-time changes of lanes' classes
+	// (tune_linux.go), which buildTree keeps.
+	tuned  map[tuneKey]rates
+	closed bool
 
 	opts      options
 	gateMem   []byte         // the idle_gates array, mmapped
@@ -100,6 +103,7 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		ifaces:  map[string]*ifaceState{},
 		cgLinks: map[string]link.Link{},
 		bound:   map[string]boundLane{},
+		tuned:   map[tuneKey]rates{},
 		refused: map[string]error{},
 	}
 	var err error
@@ -515,6 +519,9 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32, download 
 	for _, c := range p.Classes {
 		if download {
 			c = c.download()
+		}
+		if r, ok := e.tuned[tuneKey{c.Lane, download}]; ok {
+			c.Rate, c.Ceil = r.rate, r.ceil
 		}
 		want[c.ClassID] = true
 		hc := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: ClassID(Major, rootMinor), Handle: c.ClassID},

@@ -41,6 +41,12 @@ const (
 type Error struct {
 	Message string `json:"error"`
 	Code    string `json:"code"`
+	// Param names the query parameter at fault; for an expression
+	// (events' filter) Expr is it and Line, Column (1-based) where.
+	Param  string `json:"param,omitempty"`
+	Expr   string `json:"expr,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Column int    `json:"column,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }

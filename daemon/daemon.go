@@ -51,6 +51,8 @@ type Daemon struct {
 	bus *events.Bus
 	// control is the running controllers (control.go), guarded by applyMu.
 	control *controlRun
+	// ev is the event history writer and the API streams' lifetime.
+	ev *eventsRun
 
 	mu         sync.Mutex
 	cfg        *lane.Config
@@ -111,6 +113,10 @@ func Run(ctx context.Context, opts Options) error {
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket,
 		bus: events.New()}
 	defer d.bus.Close()
+	if d.ev, err = d.startEvents(cfg); err != nil {
+		return fmt.Errorf("event history: %w", err)
+	}
+	defer d.ev.stop()
 	for code, msg := range recovered {
 		d.setHealth(code, msg)
 	}
@@ -132,6 +138,7 @@ func Run(ctx context.Context, opts Options) error {
 		ReadTimeout: 30 * time.Second,
 		ErrorLog:    nil,
 	}
+	srv.RegisterOnShutdown(d.ev.cancel) // event streams end
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 	logf("lanesd %s listening on %s (config %s, state %s)", api.Version, socket, d.configName(), store.Path())

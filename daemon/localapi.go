@@ -55,11 +55,14 @@ var routes = []struct {
 	path string
 	route
 }{
+	{api.RouteDirectives, route{http.MethodGet, false, (*Daemon).serveDirectives}},
 	{api.RouteDoctor, route{http.MethodGet, false, (*Daemon).serveDoctor}},
+	{api.RouteEvents, route{http.MethodGet, false, (*Daemon).serveEvents}},
 	{api.RouteLanes, route{http.MethodGet, false, (*Daemon).serveLanes}},
 	{api.RouteMove, route{http.MethodPost, true, (*Daemon).serveMove}},
 	{api.RouteProcs, route{http.MethodGet, false, (*Daemon).serveProcs}},
 	{api.RouteReload, route{http.MethodPost, true, (*Daemon).serveReload}},
+	{api.RouteReport, route{http.MethodPost, true, (*Daemon).serveReport}},
 	{api.RouteStatus, route{http.MethodGet, false, (*Daemon).serveStatus}},
 }
 
@@ -85,6 +88,9 @@ func (d *Daemon) handler() http.Handler {
 				}
 				writeErr(w, aerr)
 				return
+			}
+			if _, ok := out.(streamed); ok {
+				return // a stream wrote its response
 			}
 			writeJSON(w, http.StatusOK, out)
 		})

@@ -60,6 +60,7 @@ func (c *Config) Clone() *Config {
 	for i := range n.Controllers {
 		n.Controllers[i].Actuators = slices.Clone(c.Controllers[i].Actuators)
 	}
+	n.Events.HistoryTopics = slices.Clone(c.Events.HistoryTopics)
 	return &n
 }
 
@@ -124,6 +125,7 @@ type fileConfig struct {
 	Rule    []fileRule           `toml:"rule"`
 	// Controller: see controller.go.
 	Controller []fileController `toml:"controller"`
+	Events  *fileEvents          `toml:"events"`
 }
 
 type fileDaemon struct {
@@ -248,6 +250,8 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		c.Net.Interfaces = slices.Clone(base.Net.Interfaces)
 		c.DiskIdle = base.DiskIdle
 		c.DiskIdle.Devices = slices.Clone(base.DiskIdle.Devices)
+		c.Events = base.Events
+		c.Events.HistoryTopics = slices.Clone(base.Events.HistoryTopics)
 		c.Default = base.Default
 		for _, name := range []string{Interactive, Normal, Background} {
 			l := *base.Lanes[name]
@@ -264,6 +268,7 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 	}
 	v.daemon(&c.Daemon, f.Daemon)
 	v.netGlobal(&c.Net, f.Net)
+	v.events(&c.Events, f.Events)
 	if f.Disk != nil && f.Disk.Idletime != nil {
 		v.diskIdle(&c.DiskIdle, f.Disk.Idletime)
 	}

@@ -29,6 +29,9 @@ func TestDefault(t *testing.T) {
 	if c.Daemon.Socket != "/run/lanes/lanes.sock" || c.Daemon.StateDir != "/var/lib/lanes" || c.Daemon.SocketGID != -1 {
 		t.Errorf("Daemon %+v", c.Daemon)
 	}
+	if c.Events.History != 10000 || c.Events.Retention != 24*time.Hour || !reflect.DeepEqual(c.Events.HistoryTopics, []string{"net.>", "idletime.>", "controller.>", "app.>", "lane.>"}) {
+		t.Errorf("Events %+v, want history 10000, retention 24h, no proc.> topics", c.Events)
+	}
 	if c.Net.RxWindow != 1.25 {
 		t.Errorf("default net.receive_window = %g, want 1.25", c.Net.RxWindow)
 	}
@@ -232,6 +235,11 @@ func TestParseErrors(t *testing.T) {
 		{"rule as a plain table", "\n[rule]\nlane = \"normal\"\ncomm = \"x\"\n", []string{"lanes.toml:2: rule: write rules as [[rule]], an array of tables"}},
 		{"gid too large", "[daemon]\nsocket_gid = 5000000000\n", []string{"lanes.toml:2: daemon.socket_gid: 5000000000 is not a group id (or -1 for none)"}},
 		{"relative socket", "[daemon]\nsocket = \"lanes.sock\"\n", []string{`lanes.toml:2: daemon.socket: "lanes.sock" is not an absolute path`}},
+		{"events history negative", "[events]\nhistory = -1\n", []string{"lanes.toml:2: events.history: -1 is outside 0..10000000"}},
+		{"events retention junk", "[events]\nretention = \"a day\"\n", []string{`lanes.toml:2: events.retention: invalid duration "a day"`}},
+		{"events retention negative", "[events]\n\nretention = \"-1h\"\n", []string{"lanes.toml:3: events.retention: -1h0m0s is negative"}},
+		{"events topic pattern", "[events]\nhistory_topics = [\"net.>\", \"proc.>.x\"]\n", []string{`lanes.toml:2: events.history_topics: topic pattern "proc.>.x": ">" must be the last token`}},
+		{"events topic character", "[events]\nhistory_topics = [\"net/link\"]\n", []string{`lanes.toml:2: events.history_topics: topic pattern "net/link": character "/" is not allowed`}},
 		{"bad interface", "[net]\ninterfaces = [\"eth0\", \"a/b\"]\n", []string{`lanes.toml:2: net.interfaces: "a/b" is not an interface name`}},
 		{"all semantic errors at once", "[lanes.video]\ncpu = { weight = 0, cap = 101 }\ndisk = { level = 9 }\n[[rule]]\nlane = \"nope\"\n", []string{
 			"lanes.toml:2: lanes.video.cpu.weight: 0 is outside 1..10000",

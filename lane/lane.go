@@ -37,6 +37,8 @@ type Config struct {
 	// Controllers are the [[controller]] tables, in file order: each
 	// moves some of one lane's settings at run time (package control).
 	Controllers []control.Spec
+	// Events are the event channels' settings ([events]).
+	Events Events
 }
 
 // Daemon holds lanesd's own settings.

@@ -110,6 +110,10 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := initEvents(db, path); err != nil {
+		db.Close()
+		return nil, err
+	}
 	st := &Store{db: db, path: path}
 	if st.put, err = db.Prepare(putSQL); err == nil {
 		st.del, err = db.Prepare(deleteSQL)

@@ -125,7 +125,7 @@ type fileConfig struct {
 	Rule    []fileRule           `toml:"rule"`
 	// Controller: see controller.go.
 	Controller []fileController `toml:"controller"`
-	Events  *fileEvents          `toml:"events"`
+	Events     *fileEvents      `toml:"events"`
 }
 
 type fileDaemon struct {

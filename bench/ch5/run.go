@@ -80,7 +80,7 @@ type Arm struct {
 	Description string
 	Adapt       bool   // the sender adapts its quality from the receiver's feedback
 	Config      string // lanesd config file in ConfigDir ("" = no lanesd)
-	Directives  bool   // the sender follows lanesd's quality directives
+	Directives  bool   // the receiver follows lanesd's quality directives and relays them to the sender
 }
 
 // Arms are the experiment's arms, after the seed's chapter 5.
@@ -111,6 +111,7 @@ type ArmResult struct {
 	LoadEnd     string           `json:"load_end"`
 	Errors      []string         `json:"errors,omitempty"`
 	Lanesd      string           `json:"lanesd_log,omitempty"` // the tail of lanesd's log
+	TC          string           `json:"tc,omitempty"`         // tc -s class and qdisc of the shaped interface at the end
 	Summary     Summary          `json:"summary"`
 }
 

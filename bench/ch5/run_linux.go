@@ -239,9 +239,7 @@ func runArm(ctx context.Context, opts Options, a Arm) *ArmResult {
 	sc := SenderConfig{To: fmt.Sprintf("%s:%d", path.DstAddr, videoPort), Duration: dur, Adapt: a.Adapt, Start: t0.UnixNano()}
 	if socket != "" {
 		rc.Socket = socket
-		if a.Directives {
-			sc.Socket = socket
-		}
+		rc.Directives = a.Directives // relayed to the sender in the feedback datagrams
 	}
 	rj, _ := json.Marshal(rc)
 	sj, _ := json.Marshal(sc)
@@ -307,6 +305,16 @@ func runArm(ctx context.Context, opts Options, a Arm) *ArmResult {
 	}
 	if err := decodeLines(&send.stdout, &r.Sender); err != nil {
 		r.Errors = append(r.Errors, "sender output: "+err.Error())
+	}
+	if socket != "" {
+		// What lanes' shaper did with the video and the bulk flow.
+		out, err := netns.Command(ctx, topo.Src, "tc", "-s", "class", "show", "dev", path.SrcDev).CombinedOutput()
+		r.TC = strings.TrimSpace(string(out))
+		if err != nil {
+			r.Errors = append(r.Errors, fmt.Sprintf("tc -s class: %v", err))
+		}
+		out, _ = netns.Command(ctx, topo.Src, "tc", "-s", "qdisc", "show", "dev", path.SrcDev).CombinedOutput()
+		r.TC += "\n" + strings.TrimSpace(string(out))
 	}
 	r.Receiver = window(r.Receiver, int(opts.Duration/time.Second))
 	r.Sender = window(r.Sender, int(opts.Duration/time.Second))

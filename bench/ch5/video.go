@@ -28,6 +28,10 @@ import (
 // ChunkBytes is the largest datagram payload of a frame (header included).
 const ChunkBytes = 1200
 
+// A frame datagram's header (big-endian): magic 0xC5F0, frame number
+// (32 bits), datagram index and count (16 bits each), and the sender's
+// share of the frame interval spent encoding over its last second, in
+// thousandths (16 bits), which the receiver puts in its reports.
 const (
 	chunkHeader = 12
 	magicFrame  = 0xC5F0
@@ -66,7 +70,10 @@ type ReceiverConfig struct {
 	ReportEvery time.Duration `json:"report_every,omitempty"` // default 500ms
 	FPSMin      float64       `json:"fps_min,omitempty"`      // default FPS-1
 	FPSMax      float64       `json:"fps_max,omitempty"`      // default FPS+1
-	Start       int64         `json:"start"`
+	// Directives: follow lanesd's directives to this process (GET
+	// /v1/directives) and relay their quality to the sender.
+	Directives bool  `json:"directives,omitempty"`
+	Start      int64 `json:"start"`
 }
 
 // SenderSecond is one second of a sender.
@@ -95,6 +102,8 @@ type ReceiverSecond struct {
 	DecodeCPU float64 `json:"decode_cpu"` // ms of thread CPU per frame
 	Reports   int     `json:"reports,omitempty"`
 	ReportErr string  `json:"report_error,omitempty"`
+	// Directives is how many directives lanesd sent in this second.
+	Directives int `json:"directives,omitempty"`
 }
 
 func (c *SenderConfig) validate() error {
@@ -180,23 +189,32 @@ func Adapt(q int, fps, busy float64) int {
 	return max(MinQuality, min(MaxQuality, q))
 }
 
-// feedback is the receiver's datagram back to the sender, once a second.
+// feedback is the receiver's datagram back to the sender, once a second
+// and at once when lanesd directs a new quality: the frame rate the
+// receiver displayed over the last second, the share of it spent decoding,
+// and the quality lanesd's last directive asked for (0: none). lanesd
+// addresses directives to the process that reported — the receiver, whose
+// frame rate is the QoS the user sees — and the receiver relays them to
+// the sender, the seed's end-to-end loop.
 type feedback struct {
 	fps, busy float64
+	quality   int
 }
 
 func putFeedback(b []byte, f feedback) []byte {
 	b = binary.BigEndian.AppendUint16(b[:0], magicFeed)
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(f.fps))
-	return binary.BigEndian.AppendUint64(b, math.Float64bits(f.busy))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(f.busy))
+	return binary.BigEndian.AppendUint16(b, uint16(f.quality))
 }
 
 func parseFeedback(b []byte) (feedback, bool) {
-	if len(b) != 18 || binary.BigEndian.Uint16(b) != magicFeed {
+	if len(b) != 20 || binary.BigEndian.Uint16(b) != magicFeed {
 		return feedback{}, false
 	}
-	f := feedback{math.Float64frombits(binary.BigEndian.Uint64(b[2:])), math.Float64frombits(binary.BigEndian.Uint64(b[10:]))}
-	if math.IsNaN(f.fps) || f.fps < 0 || f.fps > 1000 || math.IsNaN(f.busy) || f.busy < 0 || f.busy > 100 {
+	f := feedback{math.Float64frombits(binary.BigEndian.Uint64(b[2:])), math.Float64frombits(binary.BigEndian.Uint64(b[10:])),
+		int(binary.BigEndian.Uint16(b[18:]))}
+	if math.IsNaN(f.fps) || f.fps < 0 || f.fps > 1000 || math.IsNaN(f.busy) || f.busy < 0 || f.busy > 100 || f.quality > MaxQuality {
 		return feedback{}, false
 	}
 	return f, true
@@ -250,6 +268,10 @@ func RunSender(ctx context.Context, c SenderConfig, w io.Writer) error {
 				continue
 			}
 			lastFeed.Store(math.Float64bits(f.fps))
+			if f.quality >= MinQuality && int64(f.quality) != quality.Load() {
+				quality.Store(int64(f.quality)) // a directive relayed by the receiver
+				directives.Add(1)
+			}
 			if c.Adapt {
 				busy := max(f.busy, math.Float64frombits(busyFrac.Load()))
 				q := int(quality.Load())
@@ -326,7 +348,7 @@ func RunSender(ctx context.Context, c SenderConfig, w io.Writer) error {
 			binary.BigEndian.PutUint32(msg[2:], seq)
 			binary.BigEndian.PutUint16(msg[6:], uint16(p))
 			binary.BigEndian.PutUint16(msg[8:], uint16(parts))
-			binary.BigEndian.PutUint16(msg[10:], 0)
+			binary.BigEndian.PutUint16(msg[10:], uint16(min(60000, 1000*math.Float64frombits(busyFrac.Load()))))
 			n := copy(msg[chunkHeader:], data[lo:hi])
 			if _, err := conn.Write(msg[:chunkHeader+n]); err != nil && !isTransient(err) {
 				return fmt.Errorf("sender: send frame %d: %w", seq, err)
@@ -388,6 +410,8 @@ func RunReceiver(ctx context.Context, c ReceiverConfig, w io.Writer) error {
 
 	queue := make(chan []byte, 4) // complete frames waiting to be decoded: 200 ms at 20 fps
 	var late, lost atomic.Int64
+	var directed, directives atomic.Int64 // lanesd's last quality directive, and how many came
+	var senderBusy atomic.Uint64          // the sender's share of the frame interval spent encoding (float64 bits), from the frames' headers
 	var peer atomic.Pointer[net.UDPAddr]
 
 	var wg sync.WaitGroup
@@ -409,6 +433,7 @@ func RunReceiver(ctx context.Context, c ReceiverConfig, w io.Writer) error {
 				continue
 			}
 			peer.Store(from)
+			senderBusy.Store(math.Float64bits(float64(binary.BigEndian.Uint16(buf[10:])) / 1000))
 			seq := binary.BigEndian.Uint32(buf[2:])
 			part := int(binary.BigEndian.Uint16(buf[6:]))
 			parts := int(binary.BigEndian.Uint16(buf[8:]))
@@ -481,6 +506,7 @@ func RunReceiver(ctx context.Context, c ReceiverConfig, w io.Writer) error {
 		cur.Lost = int(lost.Swap(0))
 		cur.Late = int(late.Swap(0))
 		cur.Reports, cur.ReportErr = reports, reportErr
+		cur.Directives = int(directives.Swap(0))
 		reports, reportErr = 0, ""
 		enc.Encode(cur)
 		cur, qsum, psum, csum = ReceiverSecond{}, 0, 0, 0
@@ -508,6 +534,28 @@ func RunReceiver(ctx context.Context, c ReceiverConfig, w io.Writer) error {
 		wall time.Duration
 	}{}
 
+	// Directives from lanesd, relayed to the sender.
+	kick := make(chan struct{}, 1)
+	if c.Directives && c.Socket != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			followDirectives(ctx, c.Socket, func(q int) {
+				directed.Store(int64(max(MinQuality, min(MaxQuality, q))))
+				directives.Add(1)
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+			})
+		}()
+	}
+	sendFeedback := func(fps, busy float64) {
+		if to := peer.Load(); to != nil {
+			conn.WriteToUDP(putFeedback(nil, feedback{fps, busy, int(directed.Load())}), to)
+		}
+	}
+
 	// Feedback to the sender and reports to lanesd.
 	wg.Add(1)
 	go func() {
@@ -519,11 +567,16 @@ func RunReceiver(ctx context.Context, c ReceiverConfig, w io.Writer) error {
 		tick := time.NewTicker(min(c.ReportEvery, time.Second))
 		defer tick.Stop()
 		lastFeed := time.Now()
-		msg := make([]byte, 0, 32)
+		lastBusy := 0.0
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-kick:
+				mu.Lock()
+				fps := rate(time.Now())
+				mu.Unlock()
+				sendFeedback(fps, lastBusy)
 			case now := <-tick.C:
 				mu.Lock()
 				roll(now)
@@ -536,13 +589,12 @@ func RunReceiver(ctx context.Context, c ReceiverConfig, w io.Writer) error {
 					busy := float64(busyWin.wall) / float64(now.Sub(lastFeed))
 					busyWin.wall = 0
 					busyWin.Unlock()
-					lastFeed = now
-					if to := peer.Load(); to != nil {
-						conn.WriteToUDP(putFeedback(msg, feedback{fps, busy}), to)
-					}
+					lastFeed, lastBusy = now, busy
+					sendFeedback(fps, busy)
 				}
-				if rep != nil {
-					err := rep.report(ctx, map[string]float64{"fps": fps, "jitter_ms": jit, "quality": q},
+				if rep != nil && now.Sub(start) >= time.Second { // a full second of frames behind the rate
+					busy := max(lastBusy, math.Float64frombits(senderBusy.Load()))
+					err := rep.report(ctx, map[string]float64{"fps": fps, "jitter_ms": jit, "quality": q, "busy": busy},
 						map[string][2]float64{"fps": {c.FPSMin, c.FPSMax}})
 					mu.Lock()
 					if err != nil {

@@ -37,12 +37,12 @@ func TestAdapt(t *testing.T) {
 }
 
 func TestFeedback(t *testing.T) {
-	b := putFeedback(nil, feedback{19.5, 0.25})
+	b := putFeedback(nil, feedback{19.5, 0.25, 40})
 	f, ok := parseFeedback(b)
-	if !ok || f.fps != 19.5 || f.busy != 0.25 {
+	if !ok || f.fps != 19.5 || f.busy != 0.25 || f.quality != 40 {
 		t.Fatalf("round trip: %+v %v", f, ok)
 	}
-	for _, bad := range [][]byte{nil, b[:10], append(append([]byte(nil), b...), 0), putFeedback(nil, feedback{-1, 0}), putFeedback(nil, feedback{1e9, 0})} {
+	for _, bad := range [][]byte{nil, b[:10], append(append([]byte(nil), b...), 0), putFeedback(nil, feedback{-1, 0, 0}), putFeedback(nil, feedback{1e9, 0, 0}), putFeedback(nil, feedback{20, 0, 101})} {
 		if _, ok := parseFeedback(bad); ok {
 			t.Errorf("parsed %x", bad)
 		}
@@ -117,7 +117,8 @@ func (f *fakeLanesd) serve(t *testing.T) string {
 
 // TestVideoLoopback runs both ends on loopback for a few seconds: the
 // receiver must display frames at about the target rate, report them,
-// and the sender must follow a quality directive.
+// and the sender must follow a quality directive addressed to the
+// receiver, which relays it.
 func TestVideoLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for 4 s")
@@ -139,12 +140,12 @@ func TestVideoLoopback(t *testing.T) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		rerr = RunReceiver(context.Background(), ReceiverConfig{Listen: addr, Duration: dur + 300*time.Millisecond, Socket: sock, Start: start}, &rout)
+		rerr = RunReceiver(context.Background(), ReceiverConfig{Listen: addr, Duration: dur + 300*time.Millisecond, Socket: sock, Directives: true, Start: start}, &rout)
 	}()
 	time.Sleep(100 * time.Millisecond)
 	go func() {
 		defer wg.Done()
-		serr = RunSender(context.Background(), SenderConfig{To: addr, Duration: dur, Socket: sock, Quality: 80, Start: start}, &sout)
+		serr = RunSender(context.Background(), SenderConfig{To: addr, Duration: dur, Quality: 80, Start: start}, &sout)
 	}()
 	wg.Wait()
 	if serr != nil || rerr != nil {

@@ -38,6 +38,12 @@ const (
 	magicFeed   = 0xC5FB
 )
 
+// reportFrom is when a receiver starts reporting to lanesd, from time
+// zero: the first second's rate is the start-up's (a cold decoder and
+// encoder, 16-18 frames), which would move a controller before anything
+// disturbs the video.
+const reportFrom = 2 * time.Second
+
 // TargetFPS is the frame rate the application is built for (the seed's
 // vic experiment: 20 frames/s).
 const TargetFPS = 20
@@ -592,7 +598,7 @@ func RunReceiver(ctx context.Context, c ReceiverConfig, w io.Writer) error {
 					lastFeed, lastBusy = now, busy
 					sendFeedback(fps, busy)
 				}
-				if rep != nil && now.Sub(start) >= time.Second { // a full second of frames behind the rate
+				if rep != nil && now.Sub(start) >= reportFrom { // past the start-up
 					busy := max(lastBusy, math.Float64frombits(senderBusy.Load()))
 					err := rep.report(ctx, map[string]float64{"fps": fps, "jitter_ms": jit, "quality": q, "busy": busy},
 						map[string][2]float64{"fps": {c.FPSMin, c.FPSMax}})

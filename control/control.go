@@ -106,14 +106,28 @@ func (t Target) String() string {
 // Actuator is one knob a controller moves, within [Min, Max], by at most
 // RateLimit per second (0: no limit); Weight scales (and signs) the law's
 // output for it. A directive actuator sets the payload key Key of the
-// directive it sends.
+// directive it sends to To.
 type Actuator struct {
 	Knob      Knob
 	Key       string
+	To        To
 	Min, Max  float64
 	RateLimit float64
 	Weight    float64
 }
+
+// To is whom a directive goes to.
+type To string
+
+// The addressees of directives.
+const (
+	// ToReporter: the process whose sample drove the action (its report's
+	// pid); none when the sample has no pid.
+	ToReporter To = "reporter"
+	// ToLane: every process in the controller's lane (e.g. a sender,
+	// when the receiver's report drives the controller).
+	ToLane To = "lane"
+)
 
 // Name is how the actuator is known to a CEL handler and in actions: its
 // knob, or a directive's key.

@@ -242,7 +242,7 @@ func (d *Daemon) actuatorFor(spec control.Spec, a control.Actuator, l *lane.Lane
 		act = &netKnob{e: ns, lane: l.Name, download: a.Knob == control.NetDownRate || a.Knob == control.NetDownCeil,
 			ceil: a.Knob == control.NetUpCeil || a.Knob == control.NetDownCeil}
 	case control.Directive:
-		act = &directive{d: d, spec: spec, key: a.Key, v: a.Max}
+		act = &directive{d: d, spec: spec, key: a.Key, to: a.To, v: a.Max}
 	default:
 		return nil, fmt.Errorf("unknown knob %q", a.Knob)
 	}
@@ -314,14 +314,16 @@ func (k *netKnob) set(v float64, _ int) error {
 
 func (k *netKnob) restore() error { return k.e.RestoreLane(k.lane) }
 
-// directive sends app.<pid>.directive to the process whose report drove
-// the action (payload: the key and its value, the controller and the
-// lane). A sample without a pid (a monitor's) sends none. Its first value
+// directive sends app.<pid>.directive (payload: the key and its value,
+// the controller and the lane) to the process whose report drove the
+// action (control.ToReporter: a sample without a pid, a monitor's, sends
+// none) or to every process in the lane (control.ToLane). Its first value
 // is the actuator's max (the highest quality), its restore sends nothing.
 type directive struct {
 	d    *Daemon
 	spec control.Spec
 	key  string
+	to   control.To
 	v    float64
 }
 
@@ -329,11 +331,20 @@ func (k *directive) get() (float64, error) { return k.v, nil }
 
 func (k *directive) set(v float64, pid int) error {
 	k.v = v
-	if pid <= 0 {
-		return nil
+	pids := []int{pid}
+	if k.to == control.ToLane {
+		var err error
+		if pids, err = k.d.engine.Members(k.spec.Lane); err != nil {
+			return fmt.Errorf("directive to lane %s: %w", k.spec.Lane, err)
+		}
 	}
-	k.d.bus.Publish(events.Event{Source: "controller/" + k.spec.Name, Topic: "app." + strconv.Itoa(pid) + ".directive",
-		Payload: map[string]any{k.key: v, "controller": k.spec.Name, "lane": k.spec.Lane}})
+	for _, p := range pids {
+		if p <= 0 {
+			continue
+		}
+		k.d.bus.Publish(events.Event{Source: "controller/" + k.spec.Name, Topic: "app." + strconv.Itoa(p) + ".directive",
+			Payload: map[string]any{k.key: v, "controller": k.spec.Name, "lane": k.spec.Lane}})
+	}
 	return nil
 }
 

@@ -27,6 +27,12 @@ import (
 // controllers puts the configured values back in the kernel.
 func TestControllersMoveAndRestore(t *testing.T) {
 	testutil.RequireRoot(t)
+	for _, to := range []string{"reporter", "lane"} {
+		t.Run("directive to "+to, func(t *testing.T) { testControllers(t, to) })
+	}
+}
+
+func testControllers(t *testing.T, to string) {
 	nsName := testutil.UniqueName("lnc")
 	if out, err := exec.Command("ip", "netns", "add", nsName).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v\n%s", err, out)
@@ -74,6 +80,7 @@ rate_limit = "100mbit"
 [[controller.actuator]]
 knob = "directive"
 key = "quality"
+to = "`+to+`"
 min = 10
 max = 100
 weight = -4
@@ -98,6 +105,20 @@ weight = -4
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Remove() })
+	// The directive's addressee: the reporting process, or every process
+	// in the lane (here one sleep).
+	addressee := "app.4242.directive"
+	if to == "lane" {
+		sleep := exec.Command("sleep", "30")
+		if err := sleep.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+		if err := g.AddProc(sleep.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		addressee = "app." + strconv.Itoa(sleep.Process.Pid) + ".directive"
+	}
 	ns, err := netsched.New(t.Logf, netsched.WithNetns("/run/netns/"+nsName))
 	if err != nil {
 		t.Fatal(err)
@@ -204,9 +225,11 @@ weight = -4
 			break
 		}
 		switch {
-		case ev.Topic == "app.4242.directive":
+		case ev.Topic == addressee:
 			directives++
 			lastQuality = ev.Payload["quality"].(float64)
+		case strings.HasSuffix(ev.Topic, ".directive"):
+			t.Errorf("directive to the wrong process: %v", ev)
 		case ev.Topic == "controller.video.action":
 			actions++
 			for _, k := range []string{"knob", "lane", "old", "new", "reason", "error", "p", "i"} {

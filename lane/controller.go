@@ -43,6 +43,7 @@ type fileTarget struct {
 type fileActuator struct {
 	Knob      *string  `toml:"knob"`
 	Key       *string  `toml:"key"`
+	To        *string  `toml:"to"`
 	Min       any      `toml:"min"`
 	Max       any      `toml:"max"`
 	RateLimit any      `toml:"rate_limit"`
@@ -330,8 +331,22 @@ func (v *validator) actuator(c *Config, l *Lane, law control.Law, key string, fa
 		default:
 			a.Key = *fa.Key
 		}
-	} else if fa.Key != nil {
-		v.add(key+".key", "key is for knob = \"directive\"")
+		a.To = control.ToReporter
+		if fa.To != nil {
+			switch to := control.To(*fa.To); to {
+			case control.ToReporter, control.ToLane:
+				a.To = to
+			default:
+				v.add(key+".to", "unknown addressee %q (want \"reporter\" or \"lane\")", *fa.To)
+			}
+		}
+	} else {
+		if fa.Key != nil {
+			v.add(key+".key", "key is for knob = \"directive\"")
+		}
+		if fa.To != nil {
+			v.add(key+".to", "to is for knob = \"directive\"")
+		}
 	}
 	if fa.Weight != nil {
 		w := *fa.Weight

@@ -52,6 +52,7 @@ weight = 1e6
 [[controller.actuator]]
 knob = "directive"
 key = "quality"
+to = "lane"
 min = 10
 max = 100
 weight = -5
@@ -82,12 +83,12 @@ max = 90
 			Actuators: []control.Actuator{
 				{Knob: control.CPUWeight, Min: 100, Max: 2000, Weight: 100, RateLimit: 500},
 				{Knob: control.NetUpRate, Min: 5e6, Max: 50e6, Weight: 1e6},
-				{Knob: control.Directive, Key: "quality", Min: 10, Max: 100, Weight: -5},
+				{Knob: control.Directive, Key: "quality", To: control.ToLane, Min: 10, Max: 100, Weight: -5},
 			}},
 		{Name: "cap", Lane: "normal", Law: control.LawCEL, Period: time.Second, Order: control.OrderTogether,
 			Handler: `error < 0.0 ? {"cpu.max": knobs["cpu.max"] - 5.0} : {}`,
 			Metric:  control.Metric{Topic: "lane.normal.cpu", Field: "usage"},
-			Target:  control.Target{Value: 0.5}, Line: 43,
+			Target:  control.Target{Value: 0.5}, Line: 44,
 			Actuators: []control.Actuator{{Knob: control.CPUMax, Min: 10, Max: 90, Weight: 1}}},
 	}
 	if !reflect.DeepEqual(c.Controllers, want) {
@@ -162,6 +163,8 @@ func TestParseControllerErrors(t *testing.T) {
 		{"net needs rate", strings.Replace(act("knob = \"net.up.rate\"\n"), "rate = \"100mbit\"\n", "", 1), nil},
 		{"directive without key", act("knob = \"directive\"\nmin = 1\nmax = 2\n"), []string{"controller[1].actuator[1]: a directive actuator needs key"}},
 		{"directive without bounds", act("knob = \"directive\"\nkey = \"quality\"\n"), []string{"controller[1].actuator[1]: a directive actuator needs min and max"}},
+		{"unknown addressee", act("knob = \"directive\"\nkey = \"q\"\nto = \"all\"\nmin = 1\nmax = 2\n"), []string{`lanes.toml:22: controller[1].actuator[1].to: unknown addressee "all"`}},
+		{"to on cpu", act("knob = \"cpu.weight\"\nto = \"lane\"\n"), []string{`lanes.toml:21: controller[1].actuator[1].to: to is for knob = "directive"`}},
 		{"key on cpu", act("knob = \"cpu.weight\"\nkey = \"x\"\n"), []string{`lanes.toml:21: controller[1].actuator[1].key: key is for knob = "directive"`}},
 		{"zero weight", act("knob = \"cpu.weight\"\nweight = 0.0\n"), []string{"lanes.toml:21: controller[1].actuator[1].weight: 0 would never move the knob"}},
 		{"negative rate limit", act("knob = \"cpu.weight\"\nrate_limit = -1\n"), []string{"lanes.toml:21: controller[1].actuator[1].rate_limit: -1 is negative"}},

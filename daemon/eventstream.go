@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -212,7 +213,6 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, p streamParams, 
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	sw := &streamWriter{rc: http.NewResponseController(w), bw: bufio.NewWriterSize(w, 32<<10)}
-	sw.enc = json.NewEncoder(sw.bw)
 
 	// History first: everything the history holds from since, then (live)
 	// only what came after it.
@@ -259,7 +259,13 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, p streamParams, 
 			}
 			var ok bool
 			if ev, ok = sub.TryNext(); !ok {
-				break
+				// A publisher often publishes several events at once (a
+				// monitor's tick): let it finish before flushing, so that
+				// they go in one write rather than one each.
+				runtime.Gosched()
+				if ev, ok = sub.TryNext(); !ok {
+					break
+				}
 			}
 		}
 		if st := sub.Stats(); st.Dropped > dropped {
@@ -280,10 +286,14 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, p streamParams, 
 type streamWriter struct {
 	rc  *http.ResponseController
 	bw  *bufio.Writer
-	enc *json.Encoder
+	buf []byte
 }
 
-func (s *streamWriter) write(e *events.Event) error { return s.enc.Encode(e) }
+func (s *streamWriter) write(e *events.Event) error {
+	s.buf = appendEventJSON(s.buf[:0], e)
+	_, err := s.bw.Write(s.buf)
+	return err
+}
 
 func (s *streamWriter) writeRaw(line []byte) error {
 	if _, err := s.bw.Write(line); err != nil {

@@ -118,11 +118,15 @@ func (h *historyWriter) flush(ctx context.Context) {
 	}
 }
 
-// drain writes what is queued, historyBatch events per transaction.
+// drain writes what is queued now, historyBatch events per transaction:
+// no more, so that a publisher faster than the database cannot keep it
+// from answering a flush (what it leaves waits for the next tick).
 func (h *historyWriter) drain() {
-	for {
+	left := h.sub.Stats().Queued
+	for left > 0 {
 		h.batch = h.batch[:0]
-		for len(h.batch) < historyBatch {
+		for len(h.batch) < historyBatch && left > 0 {
+			left--
 			ev, ok := h.sub.TryNext()
 			if !ok {
 				break
@@ -149,9 +153,6 @@ func (h *historyWriter) drain() {
 		} else {
 			h.written.Add(uint64(len(h.batch)))
 			h.pruned.Add(uint64(n))
-		}
-		if len(h.batch) < historyBatch {
-			return
 		}
 	}
 }

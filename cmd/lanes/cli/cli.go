@@ -99,6 +99,7 @@ settings; this command talks to it over its local socket. Without a daemon,
 	root.AddCommand(
 		newRunCmd(g), newMoveCmd(g), newLsCmd(g), newPsCmd(g), newStatusCmd(g),
 		newDoctorCmd(g), newConfigCmd(g), newReloadCmd(g), newVersionCmd(),
+		newEventsCmd(g), newReportCmd(g),
 	)
 	return root
 }

@@ -96,6 +96,7 @@ var depRules = []struct {
 			{mod + "internal/features", "probe conventions and the Mechanism lines of `lanes doctor`"},
 			{mod + "internal/netprobe", "`lanes doctor` without a daemon: qdisc, IFB and u32 probes in throwaway namespaces, BPF program types, helpers and maps asked of the verifier (cilium/ebpf's features package, no lanes program), the default route link's offloads (ethtool)"},
 			{mod + "bench", "`lanes bench`: the scenario runner"},
+			{mod + "bench/ch5", "`lanes bench ch5`: seed 004's chapter-5 experiment, and `lanes bench ch5video`, the video application the runner re-executes"},
 			{mod + "testbed/netns", "`lanes bench`: the testbed's namespaces"},
 			{mod + "testbed/linkem", "`lanes bench`: the link emulator"},
 			{mod + "testbed/workload", "`lanes bench`: workloads, and `lanes bench gen`, the generator the runner re-executes"},
@@ -105,6 +106,7 @@ var depRules = []struct {
 		forbidden: []dep{
 			{mod + "cmd/lanes/cli", "the daemon does not carry its client's commands"},
 			{mod + "bench", "benchmarks are `lanes bench`'s"},
+			{mod + "bench/ch5", "benchmarks are `lanes bench`'s"},
 			{mod + "testbed/netns", "test harness: namespaces for tests and benchmarks"},
 			{mod + "testbed/linkem", "test harness: the user-space link emulator"},
 			{mod + "testbed/workload", "test harness: traffic and CPU workloads"},

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lanes-qos/lanes/bench"
+	"github.com/lanes-qos/lanes/bench/ch5"
 	"github.com/lanes-qos/lanes/testbed/workload"
 )
 
@@ -109,7 +110,7 @@ probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
-	cmd.AddCommand(genCommand())
+	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand())
 	return cmd
 }
 
@@ -128,6 +129,84 @@ func genCommand() *cobra.Command {
 			defer stop()
 			if err := workload.GenMain(ctx, args[0], cmd.OutOrStdout()); err != nil {
 				return fmt.Errorf("bench gen: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// ch5Command is `lanes bench ch5`: seed 004's chapter-5 experiment.
+func ch5Command() *cobra.Command {
+	var opts ch5.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "ch5 [flags]",
+		Short: "Run seed 004's chapter-5 experiment: a 20 fps video under CPU contention and a greedy flow, four arms (root)",
+		Long: `Run the chapter-5 experiment of seed 004 (Q-Fabric): a video-like stream
+with real per-frame CPU work (block transform + DEFLATE, cost proportional to its
+quality 1..100) from one network namespace to another over the emulated link, at
+20 fps; from --contention on, stress-ng --cpu N on both ends and a greedy TCP
+flow over the link. Arms: none (no management), app (the application adapts
+its quality from the receiver's feedback), rm (lanesd controls the video lane's
+CPU and network from the receiver's fps report), integrated (one lanesd
+controller moves CPU, network and the application's quality together). The
+arms' lanesd configs are in --configs (bench/ch5). Writes ch5.json, ch5.md and
+ch5.svg into --out. Needs root, stress-ng, iperf3 and lanesd beside lanes.`,
+		Example: `  sudo lanes bench ch5 --out bench/results/ch5
+  sudo lanes bench ch5 --arm none,integrated --duration 30s --contention 5s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("bench ch5: needs root (network namespaces, cgroups, qdiscs)")
+			}
+			if opts.LanesBin == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench ch5: find the lanes binary: %w", err)
+				}
+				opts.LanesBin = self
+			}
+			opts.Progress = os.Stderr
+			if verbose {
+				opts.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "ch5: "+f+"\n", a...) }
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if _, err := ch5.Run(ctx, opts); err != nil {
+				return fmt.Errorf("bench %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "bench ch5: results in %s\n", opts.OutDir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.OutDir, "out", ".", "directory for ch5.json, ch5.md and ch5.svg")
+	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: none, app, rm, integrated (default all)")
+	f.DurationVar(&opts.Duration, "duration", 60*time.Second, "length of each arm")
+	f.DurationVar(&opts.Contention, "contention", 10*time.Second, "when stress-ng and the greedy flow start")
+	f.IntVar(&opts.StressCPU, "stress-cpu", 2, "stress-ng --cpu workers on each end")
+	f.Uint64Var(&opts.LinkRate, "rate", 10_000_000, "link rate each way, bit/s")
+	f.DurationVar(&opts.Delay, "delay", 10*time.Millisecond, "one-way link delay")
+	f.IntVar(&opts.Queue, "queue", 100, "link queue, packets")
+	f.StringVar(&opts.ConfigDir, "configs", "bench/ch5", "directory of the arms' lanesd configs (rm.toml, integrated.toml)")
+	f.StringVar(&opts.LanesdBin, "lanesd", "", "lanesd binary (default: lanesd beside this binary)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log the testbed's steps")
+	return cmd
+}
+
+// ch5VideoCommand is the hidden `lanes bench ch5video send|recv CONFIG`:
+// one end of the chapter-5 video application, started by the runner.
+func ch5VideoCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "ch5video send|recv CONFIG",
+		Short:  "Run one end of the chapter-5 video application (started by lanes bench ch5)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := ch5.VideoMain(ctx, args[0], args[1], cmd.OutOrStdout()); err != nil {
+				return fmt.Errorf("bench ch5video: %w", err)
 			}
 			return nil
 		},

@@ -1,7 +1,6 @@
 package ch5
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -335,18 +334,6 @@ func window[T interface{ sec() int }](xs []T, n int) []T {
 
 func (r ReceiverSecond) sec() int { return r.T }
 func (s SenderSecond) sec() int   { return s.T }
-
-func decodeLines[T any](b *bytes.Buffer, out *[]T) error {
-	sc := bufio.NewScanner(b)
-	for sc.Scan() {
-		var x T
-		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
-			return fmt.Errorf("%q: %w", sc.Text(), err)
-		}
-		*out = append(*out, x)
-	}
-	return sc.Err()
-}
 
 // writeConfig expands $VARS of a config template into dst.
 func writeConfig(src, dst string, vars map[string]string) (string, error) {

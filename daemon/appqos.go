@@ -37,6 +37,9 @@ func parseReport(body []byte) (api.ReportRequest, *api.Error) {
 	if len(req.Metrics) == 0 {
 		return req, api.Errorf(api.CodeBadRequest, "no metrics given (want e.g. {\"metrics\": {\"fps\": 24}})")
 	}
+	if len(req.Targets) == 0 {
+		req.Targets = nil // "targets": {} is no targets, as an absent key is
+	}
 	if len(req.Metrics) > api.MaxReportMetrics {
 		return req, api.Errorf(api.CodeBadRequest, "%d metrics, more than %d", len(req.Metrics), api.MaxReportMetrics)
 	}

@@ -486,7 +486,20 @@ func (m *NetMonitor) setAddr(idx int, p netip.Prefix, global, added bool) {
 			delete(m.st.addrs, idx)
 		}
 	}
-	m.o.OnChange(NetChange{Kind: AddrChanged, Index: idx, Ifname: m.st.links[idx].name, Addr: p, Global: global, Added: added})
+	m.o.OnChange(NetChange{Kind: AddrChanged, Index: idx, Ifname: m.linkName(idx), Addr: p, Global: global, Added: added})
+}
+
+// linkName is the name of link idx: from the links seen, or asked of the
+// kernel when the link's own event has not arrived yet (links, addresses
+// and routes come on separate sockets, in no fixed order between them).
+func (m *NetMonitor) linkName(idx int) string {
+	if l, ok := m.st.links[idx]; ok && l.name != "" {
+		return l.name
+	}
+	if l, err := m.h.LinkByIndex(idx); err == nil {
+		return l.Attrs().Name
+	}
+	return ""
 }
 
 func (m *NetMonitor) setRoute(k routeKey, added bool) {
@@ -498,7 +511,7 @@ func (m *NetMonitor) setRoute(k routeKey, added bool) {
 	} else {
 		delete(m.st.routes, k)
 	}
-	m.o.OnChange(NetChange{Kind: DefaultRouteChanged, Index: k.index, Ifname: m.st.links[k.index].name,
+	m.o.OnChange(NetChange{Kind: DefaultRouteChanged, Index: k.index, Ifname: m.linkName(k.index),
 		Added: added, Gateway: k.gw, Metric: k.metric})
 }
 

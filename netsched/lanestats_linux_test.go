@@ -49,7 +49,9 @@ func TestLaneStatsUDPOverload(t *testing.T) {
 	bps := float64(s1.Bytes-s0.Bytes) * 8 / t1.Sub(t0).Seconds()
 	drops := float64(s1.Drops-s0.Drops) / t1.Sub(t0).Seconds()
 	t.Logf("capped lane: %.2f Mbit/s, %.0f drops/s, backlog up to %d bytes / %d packets; %+v", bps/1e6, drops, maxBacklog, maxQlen, s1)
-	if bps < 4e6 || bps > 5.5e6 {
+	// Under emulation (the kernel matrix's TCG guests) the sender may not
+	// reach the ceiling; the ceiling still caps it.
+	if (bps < 4e6 && !testutil.Emulated()) || bps > 5.5e6 || bps <= 0 {
 		t.Errorf("rate %.2f Mbit/s, want the 5 Mbit/s ceiling", bps/1e6)
 	}
 	if maxBacklog == 0 || maxQlen == 0 {

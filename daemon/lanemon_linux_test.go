@@ -102,8 +102,17 @@ hysteresis = 0.1
 			t.Errorf("event %v", ev)
 		}
 		if _, ok := ev.Payload["crossed"]; ok {
-			if ev.Payload["crossed"] != "spin-hot" || ev.Payload["direction"] != "up" || ev.Payload["active"] != true {
+			if ev.Payload["crossed"] != "spin-hot" {
 				t.Errorf("crossing %v", ev)
+			}
+			if ev.Payload["direction"] != "up" || ev.Payload["active"] != true {
+				// A spinning shell falls below the threshold only when it
+				// does not get its CPU, which under emulation (the kernel
+				// matrix's TCG guests) happens: it then crosses back.
+				if !testutil.Emulated() {
+					t.Errorf("crossing %v", ev)
+				}
+				continue
 			}
 			e := ev
 			crossing = &e
@@ -121,7 +130,9 @@ hysteresis = 0.1
 	// The crossing was published at once, not with the next report: the
 	// spin runs from the start, reports come every 2 s, and the crossing
 	// came before the second one.
-	if samplesBefore > 1 {
+	// (Under emulation, the kernel matrix's TCG guests, reports and the
+	// spin's start drift by seconds: the order is not asserted there.)
+	if samplesBefore > 1 && !testutil.Emulated() {
 		t.Errorf("the crossing came after %d reports (%v after the spin started), want at once", samplesBefore, crossing.Time.Sub(start))
 	}
 	for _, st := range mon.group.Stats() {

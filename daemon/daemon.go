@@ -178,7 +178,12 @@ loop:
 	}
 	cancel()
 	shutCtx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
-	srv.Shutdown(shutCtx)
+	if err := srv.Shutdown(shutCtx); err != nil {
+		// A connection still busy after 5 s (a stream writing to a
+		// client that does not read) is closed, not waited for.
+		logf("local API: %v: closing the remaining connections", err)
+		srv.Close()
+	}
 	c2()
 	<-evDone
 	stopNetMon()

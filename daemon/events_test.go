@@ -133,6 +133,7 @@ func TestEventsLive(t *testing.T) {
 		{"one lane's cpu", client.EventsQuery{Topics: []string{"lane.video.cpu"}, Follow: true}, []int{0, 2, 4, 6, 8}},
 		{"two patterns", client.EventsQuery{Topics: []string{"lane.*.cpu", "net.>"}, Follow: true}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
 		{"filter", client.EventsQuery{Filter: "payload.n >= 5 && topic.endsWith(\".cpu\")", Follow: true}, []int{5, 6, 7, 8, 9}},
+		{"flush interval", client.EventsQuery{Follow: true, Flush: 20 * time.Millisecond}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,7 +293,7 @@ func TestEventsBadParameters(t *testing.T) {
 		})
 	}
 	// Raw parameters the client never sends.
-	for _, raw := range []string{"?bogus=1", "?follow=maybe", "?filter=a&filter=b"} {
+	for _, raw := range []string{"?bogus=1", "?follow=maybe", "?filter=a&filter=b", "?flush=soon", "?flush=1s", "?flush=-1ms", "?flush=1ms&flush=2ms"} {
 		resp, err := rawGet(c.Socket, api.RouteEvents+raw)
 		if err != nil {
 			t.Fatal(err)
@@ -343,6 +344,77 @@ func TestEventsStuckClient(t *testing.T) {
 	if per := took / n; per > 20*time.Microsecond {
 		t.Errorf("publishing took %v an event with a stuck stream: the bus waited", per)
 	}
+}
+
+// With flush, an event that comes within the interval after a write waits
+// for the interval's end and goes in the next write; one after a quiet
+// interval goes at once.
+func TestEventsFlushHolds(t *testing.T) {
+	d, c := eventsDaemon(t, 0, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const flush = 200 * time.Millisecond
+	s, err := c.Events(ctx, client.EventsQuery{Topics: []string{"lane.>"}, Follow: true, Flush: flush})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitSubscribed(t, d.bus, "api/events/")
+	time.Sleep(flush + 50*time.Millisecond) // the stream's first write (its header) is old
+	publish := func(n int) time.Time {
+		d.bus.Publish(events.Event{Source: "test", Topic: "lane.video.cpu", Payload: map[string]any{"n": int64(n)}})
+		return time.Now()
+	}
+	next := func(want int) time.Time {
+		ev, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Payload["n"] != float64(want) {
+			t.Fatalf("got %+v, want n=%d", ev, want)
+		}
+		return time.Now()
+	}
+	sent0 := publish(0)
+	got0 := next(0)
+	if lat := got0.Sub(sent0); lat >= flush {
+		t.Errorf("an event after a quiet interval took %v, as long as the interval %v", lat, flush)
+	}
+	sent1 := publish(1)
+	publish(2)
+	got1 := next(1)
+	next(2)
+	// The write that carried n=0 began before got0; n=1 may not leave
+	// before flush after it.
+	if held := got1.Sub(got0); held < flush-20*time.Millisecond {
+		t.Errorf("an event within the interval came %v after the write before it, want about %v", held, flush)
+	}
+	t.Logf("quiet: %v to the client; within the interval: %v after publishing", got0.Sub(sent0), got1.Sub(sent1))
+}
+
+// A client that stops reading for good is cut off once a write has waited
+// streamWriteTimeout: its subscription leaves the bus.
+func TestEventsStuckClientCut(t *testing.T) {
+	d, c := eventsDaemon(t, 0, 0)
+	old := streamWriteTimeout
+	streamWriteTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { streamWriteTimeout = old })
+	conn, err := net.Dial("unix", c.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s?follow=true HTTP/1.1\r\nHost: lanesd\r\n\r\n", api.RouteEvents)
+	waitSubscribed(t, d.bus, "api/events/")
+	payload := map[string]any{"text": strings.Repeat("x", 1000)}
+	// Enough to fill the socket's buffers many times over (a few MB).
+	for i := 0; i < 20000; i++ {
+		d.bus.Publish(events.Event{Source: "test", Topic: "lane.video.cpu", Payload: payload})
+		if i%1000 == 999 {
+			time.Sleep(10 * time.Millisecond) // let the stream write
+		}
+	}
+	waitGone(t, d.bus, "api/events/")
 }
 
 // A report carries the caller's pid and uid; another uid's stream does

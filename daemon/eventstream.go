@@ -32,7 +32,17 @@ const (
 	maxStreamTopics = 32
 	// historyPage is how many history rows a stream reads at a time.
 	historyPage = 512
+	// maxStreamFlush bounds a stream's flush interval: at 10,000 events/s
+	// the 4096-event queue holds 400 ms, so a stream held back longer
+	// would drop events while it waits.
+	maxStreamFlush = 250 * time.Millisecond
 )
+
+// streamWriteTimeout ends a stream whose client has not taken a flush's
+// bytes for this long (its socket buffer full): a client stopped for good
+// (a suspended pager, a dead peer the kernel has not noticed) holds no
+// goroutine and connection forever. A variable for the test.
+var streamWriteTimeout = time.Minute
 
 // streamParams is what a stream sends: events on topics that pass out (a
 // CEL filter, the caller's own and the permission check), from since
@@ -43,12 +53,18 @@ type streamParams struct {
 	since   time.Time
 	history bool // replay the history from since first
 	follow  bool
+	// flush is the least time between two writes to the client: events
+	// that come sooner wait for the next write (at most flush), so that a
+	// busy stream costs one write per interval rather than one per burst.
+	// 0: every burst is written at once.
+	flush time.Duration
 }
 
 // parseEventsQuery validates GET /v1/events' parameters: topic
 // (repeatable patterns, default ">"), filter (CEL, bool), since (RFC 3339
 // or a duration before now), follow (bool, default true; false: history
-// only, then end). Errors name the parameter, and for a filter where.
+// only, then end), flush (a duration from 0 to maxStreamFlush, default 0).
+// Errors name the parameter, and for a filter where.
 func parseEventsQuery(q url.Values, now time.Time) (streamParams, *api.Error) {
 	p := streamParams{follow: true}
 	bad := func(param, format string, args ...any) *api.Error {
@@ -56,12 +72,12 @@ func parseEventsQuery(q url.Values, now time.Time) (streamParams, *api.Error) {
 	}
 	for _, k := range sortedNames(q) {
 		switch k {
-		case "topic", "filter", "since", "follow":
+		case "topic", "filter", "since", "follow", "flush":
 			if k != "topic" && len(q[k]) > 1 {
 				return p, bad(k, "given %d times, want once", len(q[k]))
 			}
 		default:
-			return p, bad(k, "unknown parameter (want topic, filter, since or follow)")
+			return p, bad(k, "unknown parameter (want topic, filter, since, follow or flush)")
 		}
 	}
 	p.topics = q["topic"]
@@ -104,6 +120,16 @@ func parseEventsQuery(q url.Values, now time.Time) (streamParams, *api.Error) {
 			return p, bad("follow", "%q is not a boolean (true or false)", s)
 		}
 		p.follow = b
+	}
+	if s := q.Get("flush"); q.Has("flush") {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			return p, bad("flush", "%q is not a duration (e.g. 5ms)", s)
+		case d < 0 || d > maxStreamFlush:
+			return p, bad("flush", "%s is outside 0 to %s", s, maxStreamFlush)
+		}
+		p.flush = d
 	}
 	if !p.follow {
 		// History only: all of it unless since says from when.
@@ -228,6 +254,19 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, p streamParams, 
 		return streamed{}, nil
 	}
 	var dropped uint64
+	// dropNote announces in-band the events the stream's queue dropped
+	// since the last note.
+	dropNote := func() error {
+		st := sub.Stats()
+		if st.Dropped <= dropped {
+			return nil
+		}
+		note := events.Event{Time: time.Now(), Source: "lanesd/api", Topic: api.TopicDropped,
+			Payload: map[string]any{"dropped": st.Dropped - dropped, "total": st.Dropped}}
+		dropped = st.Dropped
+		return sw.write(&note)
+	}
+	var hold *time.Timer
 	first := true
 	for {
 		ev, err := sub.Next(ctx)
@@ -268,12 +307,40 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, p streamParams, 
 				}
 			}
 		}
-		if st := sub.Stats(); st.Dropped > dropped {
-			note := events.Event{Time: time.Now(), Source: "lanesd/api", Topic: api.TopicDropped,
-				Payload: map[string]any{"dropped": st.Dropped - dropped, "total": st.Dropped}}
-			dropped = st.Dropped
-			if sw.write(&note) != nil {
-				return streamed{}, nil
+		if dropNote() != nil {
+			return streamed{}, nil
+		}
+		if p.flush > 0 {
+			// Hold the write until flush after the last one; what comes
+			// meanwhile goes in the same write.
+			if wait := p.flush - time.Since(sw.last); wait > 0 {
+				if hold == nil {
+					hold = time.NewTimer(wait)
+					defer hold.Stop()
+				} else {
+					hold.Reset(wait)
+				}
+				select {
+				case <-ctx.Done():
+					sw.flush()
+					return streamed{}, nil
+				case <-hold.C:
+				}
+				for {
+					ev, ok := sub.TryNext()
+					if !ok {
+						break
+					}
+					if h != nil && ev.Seq <= h.lastSeq {
+						continue
+					}
+					if sw.write(&ev) != nil {
+						return streamed{}, nil
+					}
+				}
+				if dropNote() != nil {
+					return streamed{}, nil
+				}
 			}
 		}
 		if sw.flush() != nil {
@@ -287,6 +354,10 @@ type streamWriter struct {
 	rc  *http.ResponseController
 	bw  *bufio.Writer
 	buf []byte
+	// last is when the last flush began; deadline the write deadline
+	// it set (renewed when less than 9/10 of streamWriteTimeout remains,
+	// not on every flush).
+	last, deadline time.Time
 }
 
 func (s *streamWriter) write(e *events.Event) error {
@@ -303,6 +374,14 @@ func (s *streamWriter) writeRaw(line []byte) error {
 }
 
 func (s *streamWriter) flush() error {
+	now := time.Now()
+	s.last = now
+	if s.deadline.Sub(now) < streamWriteTimeout*9/10 {
+		// An error here (a connection that cannot have deadlines) leaves
+		// the stream without one, as before.
+		s.deadline = now.Add(streamWriteTimeout)
+		_ = s.rc.SetWriteDeadline(s.deadline)
+	}
 	if err := s.bw.Flush(); err != nil {
 		return err
 	}

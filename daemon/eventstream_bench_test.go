@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,6 +37,9 @@ import (
 // no stream and with one (docs/BENCHMARKS.md). A benchmark, not a test:
 //
 //	LANES_BENCH_EVENTSTREAM=1 go test ./daemon -run TestEventStreamBench -v
+//
+// LANES_BENCH_ONLY=cpu runs only the CPU part; LANES_BENCH_FLUSH the
+// streams' flush intervals it compares (default 0,2ms,5ms,20ms).
 func TestEventStreamBench(t *testing.T) {
 	if os.Getenv("LANES_EVENTSTREAM_SERVER") != "" {
 		benchServer(t)
@@ -57,25 +62,34 @@ func TestEventStreamBench(t *testing.T) {
 		if only == "cpu" {
 			break
 		}
-		r := benchRun(t, latRate, c, dur)
+		r := benchRun(t, latRate, c, dur, 0)
 		t.Logf("| %d | %d/s | %d | %d | %s | %s | %s |", c, latRate, r.received, r.dropped, usec(r.p50), usec(r.p99), usec(r.max))
 	}
 	for _, c := range []int{1, 10} {
 		if only == "cpu" {
 			break
 		}
-		r := benchRun(t, cpuRate, c, dur)
+		r := benchRun(t, cpuRate, c, dur, 0)
 		t.Logf("| %d | %d/s | %d | %d | %s | %s | %s |", c, cpuRate, r.received, r.dropped, usec(r.p50), usec(r.p99), usec(r.max))
 	}
 	t.Logf("daemon CPU (utime+stime) at %d events/s, %s each, load %s:", cpuRate, dur, load())
-	var base float64
-	for _, c := range []int{0, 1, 0, 1} {
-		r := benchRun(t, cpuRate, c, dur)
-		if c == 0 {
-			base = r.cpu
+	t.Logf("| flush | daemon, no stream | daemon, one stream | added by the stream | stream p50 | p99 |")
+	for range 2 {
+		base := benchRun(t, cpuRate, 0, dur, 0)
+		raw := benchRun(t, cpuRate, 1, dur, -1)
+		t.Logf("| floor: one write a tick, no stream | %.1f %% | %.1f %% | **+%.1f %%** | | |", 100*base.cpu, 100*raw.cpu, 100*(raw.cpu-base.cpu))
+	}
+	for _, f := range strings.Split(envOr("LANES_BENCH_FLUSH", "0,2ms,5ms,20ms"), ",") {
+		flush, err := time.ParseDuration(f)
+		if err != nil {
+			t.Fatalf("LANES_BENCH_FLUSH: %v", err)
 		}
-		t.Logf("  %d stream(s): daemon %.1f %% of one CPU, %d received%s", c, 100*r.cpu, r.received,
-			map[bool]string{true: fmt.Sprintf(" (+%.1f %% for the stream)", 100*(r.cpu-base)), false: ""}[c > 0])
+		for range 2 {
+			base := benchRun(t, cpuRate, 0, dur, 0)
+			one := benchRun(t, cpuRate, 1, dur, flush)
+			t.Logf("| %v | %.1f %% | %.1f %% | **+%.1f %%** | %s | %s |", flush, 100*base.cpu, 100*one.cpu,
+				100*(one.cpu-base.cpu), usec(one.p50), usec(one.p99))
+		}
 	}
 	t.Logf("load %s at end", load())
 }
@@ -95,13 +109,18 @@ type benchResult struct {
 	cpu               float64 // the server's CPU, a fraction of one
 }
 
-// benchRun starts a server publishing at rate, streams with clients for
-// dur, and measures.
-func benchRun(t *testing.T, rate, clients int, dur time.Duration) benchResult {
+// benchRun starts a server publishing at rate, streams with clients (each
+// with the flush interval given) for dur, and measures. A negative flush
+// is the raw floor instead: the publisher's bytes written to one socket at
+// each tick (LANES_BENCH_RAW).
+func benchRun(t *testing.T, rate, clients int, dur, flush time.Duration) benchResult {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "lanes.sock")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEventStreamBench$")
 	cmd.Env = append(os.Environ(), "LANES_EVENTSTREAM_SERVER="+sock, "LANES_BENCH_RATE="+strconv.Itoa(rate), "LANES_BENCH_DIR="+dir)
+	if flush < 0 {
+		cmd.Env = append(cmd.Env, "LANES_BENCH_RAW=1")
+	}
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -125,8 +144,18 @@ func benchRun(t *testing.T, rate, clients int, dur time.Duration) benchResult {
 	var from atomic.Int64 // events published before are not measured
 	from.Store(math.MaxInt64)
 	var wg sync.WaitGroup
+	if flush < 0 {
+		// The raw floor: one reader of the bytes, measuring nothing.
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go io.Copy(io.Discard, c)
+		clients = 0
+	}
 	for i := 0; i < clients; i++ {
-		s, err := client.New(sock).Events(ctx, client.EventsQuery{Topics: []string{"proc.>"}, Follow: true})
+		s, err := client.New(sock).Events(ctx, client.EventsQuery{Topics: []string{"proc.>"}, Follow: true, Flush: flush})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +231,9 @@ func benchServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go (&http.Server{Handler: d.handler(), ConnContext: connContext}).Serve(ln)
+	if os.Getenv("LANES_BENCH_RAW") == "" {
+		go (&http.Server{Handler: d.handler(), ConnContext: connContext}).Serve(ln)
+	}
 	if f := os.Getenv("LANES_BENCH_CPUPROFILE"); f != "" {
 		w, err := os.Create(f)
 		if err != nil {
@@ -215,15 +246,38 @@ func benchServer(t *testing.T) {
 			w.Close()
 		}()
 	}
+	// The platform's floor (LANES_BENCH_RAW): the same publisher, and the
+	// bytes its events make on a stream written straight to one accepted
+	// connection at each tick, as one write, with no bus, encoding or
+	// HTTP: what a write and the reader's wake-up cost here.
+	var raw net.Conn
+	var line []byte
+	if os.Getenv("LANES_BENCH_RAW") != "" {
+		line = appendEventJSON(nil, &events.Event{Seq: 123456, Time: time.Now(), Source: "monitor/proc", Topic: "proc.exec",
+			Payload: map[string]any{"pid": int64(123456), "ppid": int64(1)}})
+		line = append(line, '\n')
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				raw = c
+			}
+		}()
+	}
 	fmt.Println("READY")
 	// As a monitor would: the events of each millisecond at its tick.
 	tick := time.NewTicker(time.Millisecond)
 	start := time.Now()
 	n := 0
+	var buf []byte
 	for now := range tick.C {
+		buf = buf[:0]
 		for due := int(float64(rate) * now.Sub(start).Seconds()); n < due; n++ {
 			d.bus.Publish(events.Event{Source: "monitor/proc", Topic: "proc.exec",
 				Payload: map[string]any{"pid": int64(100000 + n%1000), "ppid": int64(1)}})
+			buf = append(buf, line...)
+		}
+		if c := raw; c != nil && len(buf) > 0 {
+			c.Write(buf)
 		}
 		if now.Sub(start) > 10*time.Minute {
 			return

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/lanes-qos/lanes/api"
 )
@@ -27,6 +28,11 @@ type EventsQuery struct {
 	// Follow keeps the stream open for live events; false: the history
 	// only (from Since), then the stream ends.
 	Follow bool
+	// Flush is the least time between two of the daemon's writes: events
+	// that come sooner wait for the next (at most Flush; up to 250ms).
+	// 0: each burst of events is sent at once. A busy stream costs the
+	// daemon one write per Flush rather than one per burst.
+	Flush time.Duration
 }
 
 func (q EventsQuery) values() url.Values {
@@ -41,6 +47,9 @@ func (q EventsQuery) values() url.Values {
 		v.Set("since", q.Since)
 	}
 	v.Set("follow", strconv.FormatBool(q.Follow))
+	if q.Flush != 0 {
+		v.Set("flush", q.Flush.String())
+	}
 	return v
 }
 

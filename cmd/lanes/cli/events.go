@@ -19,7 +19,7 @@ import (
 func newEventsCmd(g *globals) *cobra.Command {
 	var q client.EventsQuery
 	cmd := &cobra.Command{
-		Use:   "events [-f] [--topic PATTERN]... [--filter EXPR] [--since T] [--json]",
+		Use:   "events [-f] [--topic PATTERN]... [--filter EXPR] [--since T] [--flush D] [--json]",
 		Short: "Show lanesd's events: the history, and with -f the live stream",
 		Long: `Show the events on lanesd's event channels, one a line: time, source, topic,
 then the payload as key=value, sorted by key. Without -f: the events the
@@ -42,11 +42,17 @@ daemon applies it, so refused events cost the stream nothing.
 
 The history (config [events]) keeps only some topics (not proc.* by
 default). A client that cannot keep up is told: a line on topic
-events.dropped with the count of events it missed.`,
+events.dropped with the count of events it missed.
+
+--flush trades latency for the daemon's CPU on busy streams: the daemon
+writes to this stream at most once per interval (each write costs a system
+call and a wake-up of this process), so an event waits up to that long.
+Without it every burst of events is written as it comes.`,
 		Example: `  lanes events -f
   lanes events --since 10m --topic 'lane.*.cpu'
   lanes events -f --topic 'lane.>' --filter 'payload.usage > 0.9'
   lanes events -f --topic 'app.>' --filter 'has(payload.fps) && payload.fps < payload.fps_min'
+  lanes events -f --topic 'proc.>' --flush 20ms --json > procs.ndjson
   lanes events --since 2026-11-23T08:00:00Z --json | jq .payload`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -79,6 +85,7 @@ events.dropped with the count of events it missed.`,
 	cmd.Flags().StringArrayVar(&q.Topics, "topic", nil, "topic pattern (repeatable; default every topic)")
 	cmd.Flags().StringVar(&q.Filter, "filter", "", "CEL expression an event must satisfy")
 	cmd.Flags().StringVar(&q.Since, "since", "", "start from this time (RFC 3339) or this long ago (10m, 2h)")
+	cmd.Flags().DurationVar(&q.Flush, "flush", 0, "with -f: the daemon writes at most once per this interval (0 to 250ms; events wait up to that long)")
 	cmd.Flags().BoolVar(&g.json, "json", false, "print each event as the daemon sends it (NDJSON)")
 	return cmd
 }

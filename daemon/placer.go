@@ -109,7 +109,7 @@ func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 		return done
 	}
 	sourceDone := make(chan struct{})
-	pc, err := monitor.PublishProcExecExit(d.bus, d.logf)
+	pc, err := monitor.PublishProcEvents(d.bus, d.logf)
 	if err == nil {
 		d.events = "proc connector"
 		go func() {

@@ -98,6 +98,9 @@ type Bus struct {
 	mu     sync.Mutex // serialises Subscribe/Close; readers use snap
 	snap   atomic.Pointer[snapshot]
 	closed bool
+	// hooks are called after each change of the subscriptions (OnChange).
+	hooks  map[int]func()
+	nhooks int
 }
 
 // snapshot is the subscription list, replaced (never changed) when a
@@ -163,19 +166,68 @@ func (b *Bus) Subscribe(o Options) (*Subscription, error) {
 	}
 	s.bus = b
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return nil, ErrClosed
 	}
 	old := b.snap.Load()
 	subs := append(append([]*Subscription(nil), old.subs...), s)
 	b.snap.Store(&snapshot{subs: subs})
+	hooks := b.hookList()
+	b.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 	return s, nil
+}
+
+// hookList copies the hooks; b.mu is held.
+func (b *Bus) hookList() []func() {
+	if len(b.hooks) == 0 {
+		return nil
+	}
+	l := make([]func(), 0, len(b.hooks))
+	for _, f := range b.hooks {
+		l = append(l, f)
+	}
+	return l
+}
+
+// OnChange calls f after every Subscribe and every subscription's Close,
+// outside the bus's lock, in the goroutine that made the change; stop
+// removes it. A publisher whose events cost something to make (the proc
+// connector's forks) uses it with Interested to make them only while
+// someone listens. Two changes may call f concurrently: f must read the
+// state it acts on (Interested) itself, under its own lock.
+func (b *Bus) OnChange(f func()) (stop func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hooks == nil {
+		b.hooks = map[int]func(){}
+	}
+	id := b.nhooks
+	b.nhooks++
+	b.hooks[id] = f
+	return func() {
+		b.mu.Lock()
+		delete(b.hooks, id)
+		b.mu.Unlock()
+	}
+}
+
+// Interested reports whether any subscription's patterns match topic (its
+// filters are not asked: they see only events that exist).
+func (b *Bus) Interested(topic string) bool {
+	for _, s := range b.snap.Load().subs {
+		if matchAny(s.topics, topic) {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *Bus) remove(s *Subscription) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	old := b.snap.Load()
 	subs := make([]*Subscription, 0, len(old.subs))
 	for _, x := range old.subs {
@@ -184,6 +236,11 @@ func (b *Bus) remove(s *Subscription) {
 		}
 	}
 	b.snap.Store(&snapshot{subs: subs})
+	hooks := b.hookList()
+	b.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 }
 
 // Close closes every subscription; later Subscribe calls fail.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -374,5 +375,57 @@ func TestSubscribeRefusals(t *testing.T) {
 	b.Close()
 	if _, err := b.Subscribe(Options{Topics: []string{"a"}}); !errors.Is(err, ErrClosed) {
 		t.Errorf("subscribe on a closed bus: %v", err)
+	}
+}
+
+// Interested follows the subscriptions' patterns as they come and go, and
+// OnChange hooks run after each change until stopped.
+func TestInterestedAndOnChange(t *testing.T) {
+	b := New()
+	var calls atomic.Int64
+	var seen []bool
+	stop := b.OnChange(func() {
+		calls.Add(1)
+		seen = append(seen, b.Interested("proc.fork"))
+	})
+	if b.Interested("proc.fork") {
+		t.Fatal("interested with no subscription")
+	}
+	steps := []struct {
+		topics []string
+		want   bool
+	}{
+		{[]string{"proc.exec", "lane.>"}, false},
+		{[]string{"proc.*"}, true},
+		{[]string{">"}, true},
+	}
+	var subs []*Subscription
+	want := false
+	for _, st := range steps {
+		s, err := b.Subscribe(Options{Name: "t", Topics: st.topics})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+		want = want || st.want
+		if got := seen[len(seen)-1]; got != want {
+			t.Errorf("after subscribing %v: interested %v, want %v", st.topics, got, want)
+		}
+	}
+	subs[2].Close()
+	if !seen[len(seen)-1] {
+		t.Error("proc.* still subscribed, but not interested")
+	}
+	subs[1].Close()
+	if seen[len(seen)-1] {
+		t.Error("interested after the last matching subscription closed")
+	}
+	if n := calls.Load(); n != 5 {
+		t.Errorf("hook called %d times, want 5 (3 subscribes, 2 closes)", n)
+	}
+	stop()
+	subs[0].Close()
+	if n := calls.Load(); n != 5 {
+		t.Errorf("hook called after stop: %d calls", n)
 	}
 }

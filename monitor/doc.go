@@ -1,6 +1,6 @@
 // Package monitor is lanes' source of kernel events: the kernel's proc
 // connector (fork, exec, exit; ListenProcExecExit filters the socket to
-// execs and process exits, PublishProcExecExit puts them on the event bus
+// execs and process exits, PublishProcEvents puts them on the event bus
 // as proc.exec, proc.exit and proc.overflow), a /proc-polling fallback for
 // hosts where the connector is unavailable, readers that describe a
 // process from /proc (through internal/procfs) as a lane.Process for rule

@@ -71,16 +71,24 @@ const ProcSource = "monitor/proc"
 const (
 	TopicExec     = "proc.exec"
 	TopicExit     = "proc.exit"
+	TopicFork     = "proc.fork"
 	TopicOverflow = "proc.overflow"
 )
 
 // BusEvent is the process event as a bus event: proc.exec (payload pid),
 // proc.exit of a whole process (pid, ppid: its parent's, 0 when the
-// kernel did not say), proc.overflow (no payload: events were lost, rescan
-// /proc). PIDs are int64. Forks and the exits of threads have no bus
-// event (ok false).
+// kernel did not say), proc.fork of a new process (pid: the child's,
+// ppid: the parent process's), proc.overflow (no payload: events were
+// lost, rescan /proc). PIDs are int64. The forks and exits of threads have
+// no bus event (ok false).
 func (e Event) BusEvent() (ev events.Event, ok bool) {
 	switch e.Kind {
+	case Fork:
+		if e.PID != e.TGID {
+			return events.Event{}, false
+		}
+		return events.Event{Source: ProcSource, Topic: TopicFork, Payload: map[string]any{
+			"pid": int64(e.TGID), "ppid": int64(e.ParentTGID)}}, true
 	case Exec:
 		return events.Event{Source: ProcSource, Topic: TopicExec, Payload: map[string]any{"pid": int64(e.TGID)}}, true
 	case Exit:

@@ -54,6 +54,15 @@ type ProcConnector struct {
 	bus *events.Bus
 	seq atomic.Uint32
 
+	// filtered: a socket filter is attached (SetForks swaps it); forks:
+	// forks are published (PublishProcEvents, while a subscriber wants
+	// them); stopFollow ends the following of the bus's subscriptions.
+	filtered   bool
+	forks      atomic.Bool
+	forksRead  atomic.Uint64 // fork events the socket delivered
+	forkMu     sync.Mutex
+	stopFollow func()
+
 	closing   atomic.Bool
 	closeOnce sync.Once
 	done      chan struct{} // closed when the receive loop has ended
@@ -88,9 +97,12 @@ func listenProcFiltered(logf func(format string, args ...any), recvBuf, chanCap 
 	if err != nil {
 		return nil, fmt.Errorf("listen proc connector: %w", errnoHint(err))
 	}
+	filtered := false
 	if filter != nil {
 		if err := conn.SetBPF(filter); err != nil {
 			logf("proc connector: attach the event filter: %v (every event is read)", err)
+		} else {
+			filtered = true
 		}
 		if err := conn.JoinGroup(cnIdxProc); err != nil {
 			conn.Close()
@@ -98,12 +110,13 @@ func listenProcFiltered(logf func(format string, args ...any), recvBuf, chanCap 
 		}
 	}
 	p := &ProcConnector{
-		conn:   conn,
-		logf:   logf,
-		events: make(chan Event, chanCap),
-		bus:    bus,
-		done:   make(chan struct{}),
-		quit:   make(chan struct{}),
+		filtered: filtered,
+		conn:     conn,
+		logf:     logf,
+		events:   make(chan Event, chanCap),
+		bus:      bus,
+		done:     make(chan struct{}),
+		quit:     make(chan struct{}),
 	}
 	p.seq.Store(uint32(os.Getpid())<<12 ^ uint32(time.Now().UnixNano()))
 	if err := conn.SetReadBuffer(recvBuf); err != nil {
@@ -138,6 +151,9 @@ func (p *ProcConnector) Err() error {
 // until the Events channel is closed. It is safe to call more than once.
 func (p *ProcConnector) Close() error {
 	p.closeOnce.Do(func() {
+		if p.stopFollow != nil {
+			p.stopFollow()
+		}
 		p.closing.Store(true)
 		close(p.quit)
 		var errs []error
@@ -289,6 +305,12 @@ func (p *ProcConnector) run(pending []Event) {
 // behind counts its drops). It returns false when Close was called.
 func (p *ProcConnector) emit(ev Event) bool {
 	if p.bus != nil {
+		if ev.Kind == Fork {
+			p.forksRead.Add(1)
+			if !p.forks.Load() {
+				return !p.closing.Load()
+			}
+		}
 		if be, ok := ev.BusEvent(); ok {
 			p.bus.Publish(be)
 		}

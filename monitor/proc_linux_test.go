@@ -367,8 +367,9 @@ func TestPollProcs(t *testing.T) {
 
 // TestProcConnectorExecExitFilter: with the filter, no fork event and no
 // thread's exit reaches the reader, while execs and the exits of whole
-// processes do; a connector without it sees the forks and the thread's
-// exit of the same run.
+// processes do; with the filter's forks on, the forks of processes pass
+// too (not a thread's); a connector without it sees the forks and the
+// thread's exit of the same run.
 func TestProcConnectorExecExitFilter(t *testing.T) {
 	testutil.RequireRoot(t)
 	all, err := ListenProc(t.Logf)
@@ -381,6 +382,11 @@ func TestProcConnectorExecExitFilter(t *testing.T) {
 		t.Fatalf("ListenProcExecExit: %v", err)
 	}
 	t.Cleanup(func() { filtered.Close() })
+	withForks, err := listenProcFiltered(t.Logf, recvBuffer, eventBuffer, execExitFilter(true), nil)
+	if err != nil {
+		t.Fatalf("listen with forks: %v", err)
+	}
+	t.Cleanup(func() { withForks.Close() })
 
 	// A thread of this process that exits.
 	// (The runtime keeps the main thread when its goroutine exits: a
@@ -449,7 +455,10 @@ func TestProcConnectorExecExitFilter(t *testing.T) {
 				if ev.Kind == Fork && ch == filtered.Events() {
 					t.Errorf("filtered connector passed a fork: %+v", ev)
 				}
-				if ev.Kind == Exit && ev.PID != ev.TGID && ch == filtered.Events() {
+				if ev.Kind == Fork && ev.PID != ev.TGID && ch == withForks.Events() {
+					t.Errorf("filtered connector with forks passed a thread's fork: %+v", ev)
+				}
+				if ev.Kind == Exit && ev.PID != ev.TGID && ch != all.Events() {
 					t.Errorf("filtered connector passed a thread's exit: %+v", ev)
 				}
 				if ev.Kind == Exit && ev.TGID == markerPID {
@@ -464,6 +473,10 @@ func TestProcConnectorExecExitFilter(t *testing.T) {
 	if !f.shellExec || !f.shellExit || f.forkOfShell || f.threadExit {
 		t.Errorf("filtered: %+v, want the shell's exec and exit, no fork, no thread exit", f)
 	}
+	w := collect(withForks.Events())
+	if !w.shellExec || !w.shellExit || !w.forkOfShell || w.threadExit {
+		t.Errorf("filtered with forks: %+v, want the shell's fork, exec and exit, no thread exit", w)
+	}
 	a := collect(all.Events())
 	if !a.forkOfShell || !a.threadExit || !a.shellExec || !a.shellExit {
 		t.Errorf("unfiltered: %+v, want the shell's fork, the thread's exit, the shell's exec and exit", a)
@@ -472,7 +485,7 @@ func TestProcConnectorExecExitFilter(t *testing.T) {
 
 // The connector publishing on a bus: a child's exec and exit arrive as
 // proc.exec and proc.exit with its pid (and its parent's, at exit).
-func TestPublishProcExecExit(t *testing.T) {
+func TestPublishProcEvents(t *testing.T) {
 	testutil.RequireRoot(t)
 	bus := events.New()
 	t.Cleanup(bus.Close)
@@ -480,9 +493,9 @@ func TestPublishProcExecExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := PublishProcExecExit(bus, t.Logf)
+	p, err := PublishProcEvents(bus, t.Logf)
 	if err != nil {
-		t.Fatalf("PublishProcExecExit: %v", err)
+		t.Fatalf("PublishProcEvents: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
 	cmd := exec.Command("/bin/sh", "-c", "sleep 0.1")
@@ -492,11 +505,11 @@ func TestPublishProcExecExit(t *testing.T) {
 	pid := cmd.Process.Pid
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	var sawExec bool
+	var sawExec, sawFork bool
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
-			t.Fatalf("exec seen %v, exit of %d not seen: %v", sawExec, pid, err)
+			t.Fatalf("fork seen %v, exec seen %v, exit of %d not seen: %v", sawFork, sawExec, pid, err)
 		}
 		if ev.Source != ProcSource {
 			t.Errorf("source %q", ev.Source)
@@ -505,7 +518,15 @@ func TestPublishProcExecExit(t *testing.T) {
 			continue
 		}
 		switch ev.Topic {
+		case TopicFork:
+			sawFork = true
+			if ppid, _ := ev.Payload["ppid"].(int64); int(ppid) != os.Getpid() {
+				t.Errorf("fork: ppid %v, want %d", ev.Payload["ppid"], os.Getpid())
+			}
 		case TopicExec:
+			if !sawFork {
+				t.Error("exec before fork (proc.> is subscribed: forks are published)")
+			}
 			sawExec = true
 		case TopicExit:
 			if !sawExec {
@@ -516,5 +537,90 @@ func TestPublishProcExecExit(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// Forks are published only while a subscription's patterns match
+// proc.fork: the connector follows the subscriptions as they come and go.
+func TestPublishProcForksOnDemand(t *testing.T) {
+	testutil.RequireRoot(t)
+	bus := events.New()
+	t.Cleanup(bus.Close)
+	// A subscription that takes every proc.* event but asks only for
+	// execs and exits: what it sees of forks is what was published.
+	spy, err := bus.Subscribe(events.Options{Name: "spy", Topics: []string{"proc.exec", "proc.exit"}, Queue: 65536})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := PublishProcEvents(bus, t.Logf)
+	if err != nil {
+		t.Fatalf("PublishProcEvents: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	run := func() int {
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd.Process.Pid
+	}
+	// forksOf runs a child and reports whether sub saw its fork, waiting
+	// for its exit on spy (the marker that the child's events are in).
+	forksOf := func(sub *events.Subscription) bool {
+		pid := run()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		for {
+			ev, err := spy.Next(ctx)
+			if err != nil {
+				t.Fatalf("exit of %d not seen: %v", pid, err)
+			}
+			if ev.Topic == TopicExit && PID(ev) == pid {
+				break
+			}
+		}
+		seen := false
+		for {
+			ev, ok := sub.TryNext()
+			if !ok {
+				return seen
+			}
+			seen = seen || (ev.Topic == TopicFork && PID(ev) == pid)
+		}
+	}
+	if p.forks.Load() {
+		t.Error("forks on with no subscription to proc.fork")
+	}
+	forkSub, err := bus.Subscribe(events.Options{Name: "forks", Topics: []string{"proc.*"}, Queue: 65536})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.forks.Load() {
+		t.Fatal("forks off with proc.* subscribed")
+	}
+	if !forksOf(forkSub) {
+		t.Error("proc.* subscribed: the child's fork was not published")
+	}
+	forkSub.Close()
+	if p.forks.Load() {
+		t.Error("forks still on after the last proc.fork subscription closed")
+	}
+	// With forks off the kernel drops them before the socket: not one
+	// fork (of any process on the host) reaches the connector.
+	read := p.forksRead.Load()
+	pid := run()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for {
+		ev, err := spy.Next(ctx)
+		if err != nil {
+			t.Fatalf("exit of %d not seen: %v", pid, err)
+		}
+		if ev.Topic == TopicExit && PID(ev) == pid {
+			break
+		}
+	}
+	if n := p.forksRead.Load() - read; p.filtered && n != 0 {
+		t.Errorf("forks off: the socket delivered %d fork events", n)
 	}
 }

@@ -66,7 +66,10 @@ func ListenProcExecExit(logf func(format string, args ...any)) (*ProcConnector, 
 	return ListenProc(logf)
 }
 
-// PublishProcExecExit fails: the proc connector is Linux-only.
-func PublishProcExecExit(bus *events.Bus, logf func(format string, args ...any)) (*ProcConnector, error) {
+// PublishProcEvents fails: the proc connector is Linux-only.
+func PublishProcEvents(bus *events.Bus, logf func(format string, args ...any)) (*ProcConnector, error) {
 	return ListenProc(logf)
 }
+
+// SetForks does nothing: the proc connector is Linux-only.
+func (p *ProcConnector) SetForks(on bool) error { return errNoProc }

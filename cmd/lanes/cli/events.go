@@ -28,6 +28,8 @@ history keeps (all of it, or from --since), then exit. With -f: from --since
 
 Topics are dot-separated tokens, e.g.
   proc.exec proc.exit                     processes started and ended
+  proc.fork                               processes created (made only while a
+                                          stream or controller subscribes to it)
   net.link.<if> net.route.default         links, addresses, routes, connectivity
   lane.<lane>.cpu lane.<lane>.disk        lanes' usage (lane.<lane>.net.up|down|rtt)
   idletime.<resource>.hold|release        idletime scheduling's holds

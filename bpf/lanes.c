@@ -366,6 +366,43 @@ static __always_inline struct rtts rtts_of(struct bpf_sock *sk)
 	return r;
 }
 
+// lane_rtt sums, per lane and CPU, the RTTs of the TCP sockets whose
+// packets lanes_egress classified: index the class's minor (0: a packet
+// in no lanes class, which HTB sends to the default lane). User space
+// reads the sums' change over a period: the mean RTT of the lane's TCP
+// packets then (each packet weighs its socket's current RTT).
+struct lane_rtt {
+	__u64 pkts;     // packets with an RTT sample
+	__u64 srtt_sum; // sum of their sockets' smoothed RTT, µs
+	__u64 min_pkts; // those of them whose socket knows its minimum RTT
+	__u64 min_sum;  // sum of those sockets' minimum RTT, µs
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct lane_rtt);
+} lane_rtts SEC(".maps");
+
+static __always_inline void lane_rtt_account(__u32 cls, struct rtts rtt)
+{
+	if (!rtt.srtt)
+		return;
+	__u32 i = 0;
+	if (is_lanes_class(cls))
+		i = cls & 0xff;
+	struct lane_rtt *r = bpf_map_lookup_elem(&lane_rtts, &i);
+	if (!r)
+		return;
+	r->pkts++;
+	r->srtt_sum += rtt.srtt;
+	if (rtt.min) {
+		r->min_pkts++;
+		r->min_sum += rtt.min;
+	}
+}
+
 static __always_inline void ewma(__u32 *avg, __u32 sample)
 {
 	if (!sample)
@@ -585,6 +622,7 @@ int lanes_egress(struct __sk_buff *skb)
 		mark_le(skb);
 	struct rtts rtt = rtts_of(sk);
 	idle_account(skb->ifindex, DIR_EGRESS, flags, rtt);
+	lane_rtt_account(cls, rtt);
 	rx_egress(skb, sk, cls, rtt);
 	return TC_ACT_OK;
 }

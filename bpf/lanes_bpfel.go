@@ -32,6 +32,14 @@ type LanesIdleKey struct {
 	Dir     uint32
 }
 
+type LanesLaneRtt struct {
+	_       structs.HostLayout
+	Pkts    uint64
+	SrttSum uint64
+	MinPkts uint64
+	MinSum  uint64
+}
+
 type LanesRxConn struct {
 	_      structs.HostLayout
 	Laddr  [4]uint32
@@ -74,6 +82,7 @@ const (
 	LanesMapIdleSlot         = "idle_slot"
 	LanesMapLaneFlags        = "lane_flags"
 	LanesMapLaneOfCgroup     = "lane_of_cgroup"
+	LanesMapLaneRtts         = "lane_rtts"
 	LanesMapRxSock           = "rx_sock"
 	LanesMapRxStats          = "rx_stats"
 	LanesMapRxSynack         = "rx_synack"
@@ -142,6 +151,7 @@ type LanesMapSpecs struct {
 	IdleSlot     *ebpf.MapSpec `ebpf:"idle_slot"`
 	LaneFlags    *ebpf.MapSpec `ebpf:"lane_flags"`
 	LaneOfCgroup *ebpf.MapSpec `ebpf:"lane_of_cgroup"`
+	LaneRtts     *ebpf.MapSpec `ebpf:"lane_rtts"`
 	RxSock       *ebpf.MapSpec `ebpf:"rx_sock"`
 	RxStats      *ebpf.MapSpec `ebpf:"rx_stats"`
 	RxSynack     *ebpf.MapSpec `ebpf:"rx_synack"`
@@ -182,6 +192,7 @@ type LanesMaps struct {
 	IdleSlot     *ebpf.Map `ebpf:"idle_slot"`
 	LaneFlags    *ebpf.Map `ebpf:"lane_flags"`
 	LaneOfCgroup *ebpf.Map `ebpf:"lane_of_cgroup"`
+	LaneRtts     *ebpf.Map `ebpf:"lane_rtts"`
 	RxSock       *ebpf.Map `ebpf:"rx_sock"`
 	RxStats      *ebpf.Map `ebpf:"rx_stats"`
 	RxSynack     *ebpf.Map `ebpf:"rx_synack"`
@@ -198,6 +209,7 @@ func (m *LanesMaps) Close() error {
 		m.IdleSlot,
 		m.LaneFlags,
 		m.LaneOfCgroup,
+		m.LaneRtts,
 		m.RxSock,
 		m.RxStats,
 		m.RxSynack,

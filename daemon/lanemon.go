@@ -34,11 +34,15 @@ type laneNetSource struct {
 	at     time.Time
 	sums   map[string]monitor.NetCounters // "<lane> <direction>"
 	errs   map[string]string              // iface → last error logged
+	// rtts are the lanes' RTT sums of this tick (nil where BPF
+	// classification is off).
+	rtts map[string]netsched.LaneRTT
 }
 
 func (s *laneNetSource) tick(now time.Time) {
 	s.at = now
 	s.sums = map[string]monitor.NetCounters{}
+	s.rtts, _ = s.e.LaneRTTs()
 	for _, iface := range s.ifaces {
 		st, err := s.e.Stats(iface)
 		if err != nil {
@@ -63,6 +67,31 @@ func (s *laneNetSource) tick(now time.Time) {
 	}
 }
 
+// rttReader is a lane's net.rtt monitor from the classifier's RTT sums:
+// the mean smoothed (srtt_us) and minimum (rtt_us) RTT of the lane's TCP
+// packets over the last poll period, and how many packets (packets). No
+// value for a period without TCP packets in the lane.
+func (s *laneNetSource) rttReader(laneName string) monitor.ReadFunc {
+	var prev netsched.LaneRTT
+	have := false
+	return func(time.Time) (map[string]float64, bool, error) {
+		cur, ok := s.rtts[laneName]
+		if !ok {
+			return nil, false, nil
+		}
+		last, had := prev, have
+		prev, have = cur, true
+		if !had {
+			return nil, false, nil
+		}
+		srtt, minRTT, n := cur.Since(last)
+		if n == 0 {
+			return nil, false, nil
+		}
+		return map[string]float64{"srtt_us": srtt, "rtt_us": minRTT, "packets": float64(n)}, true, nil
+	}
+}
+
 func (s *laneNetSource) reader(laneName, dir string) func(time.Time) (monitor.NetCounters, bool, error) {
 	return func(time.Time) (monitor.NetCounters, bool, error) {
 		c, ok := s.sums[laneName+" "+dir]
@@ -84,7 +113,8 @@ type laneMonInputs struct {
 
 // newLaneMon builds the monitors of every lane in cfg: lane.<lane>.cpu and
 // .disk always, .net.up and .net.down on shaped interfaces (.net.down with
-// ingress), .net.rtt for the foreground lanes where idletime gates keep
+// ingress), .net.rtt for every lane where the BPF classifier sums its TCP
+// packets' RTTs, else for the foreground lanes where idletime gates keep
 // RTTs. cfg's thresholds are attached to the monitor of their topic.
 // closeFiles closes the groups' counter files; call it once g stopped.
 func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) uint64) (g *monitor.AttrGroup, closeFiles func()) {
@@ -96,9 +126,11 @@ func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) u
 		}
 	}
 	var net *laneNetSource
+	perLaneRTT := false
 	if in.e != nil && len(in.ifaces) > 0 {
 		net = &laneNetSource{e: in.e, ifaces: slices.Clone(in.ifaces), logf: in.logf, errs: map[string]string{}}
 		g.BeforeTick = net.tick
+		_, perLaneRTT = in.e.LaneRTTs()
 	}
 	byTopic := map[string]*monitor.Attr{}
 	add := func(laneName, resource string, read monitor.ReadFunc) {
@@ -119,7 +151,10 @@ func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) u
 		if cfg.Net.Ingress {
 			add(name, "net.down", monitor.LaneNet(net.reader(name, netsched.Ingress)))
 		}
-		if l := cfg.Lanes[name]; in.rtt && !l.Net.Idletime && !l.Net.Quiet {
+		switch l := cfg.Lanes[name]; {
+		case perLaneRTT:
+			add(name, "net.rtt", net.rttReader(name))
+		case in.rtt && !l.Net.Idletime && !l.Net.Quiet:
 			add(name, "net.rtt", laneRTT(in.e, in.ifaces))
 		}
 	}
@@ -127,7 +162,7 @@ func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) u
 		res, key := t.Resource()
 		a := byTopic["lane."+t.Lane+"."+res]
 		if a == nil {
-			in.logf("lane monitors: threshold %s (config line %d): lane %s has no %s monitor (network metrics need [net] rate, net.down needs ingress, net.rtt idletime gates)", t.Name, t.Line, t.Lane, res)
+			in.logf("lane monitors: threshold %s (config line %d): lane %s has no %s monitor (network metrics need [net] rate, net.down needs ingress, net.rtt BPF classification or idletime gates)", t.Name, t.Line, t.Lane, res)
 			continue
 		}
 		a.Thresholds = append(a.Thresholds, monitor.AttrThreshold{Key: key, Threshold: t})
@@ -135,11 +170,11 @@ func newLaneMon(cfg *lane.Config, in laneMonInputs, publish func(events.Event) u
 	return g, closeFiles
 }
 
-// laneRTT reads the RTTs the idletime gates keep: the average minimum
-// (rtt_us) and smoothed (srtt_us) RTT of the foreground TCP flows on the
-// shaped interfaces (the largest of the interfaces'). The gates keep no
-// per-lane figure: every foreground lane publishes the same one, with
-// scope "foreground".
+// laneRTT reads the RTTs the idletime gates keep, where the classifier
+// keeps no per-lane sums (u32 port rules): the average minimum (rtt_us)
+// and smoothed (srtt_us) RTT of the foreground TCP flows on the shaped
+// interfaces (the largest of the interfaces'). The gates keep no per-lane
+// figure: every foreground lane publishes the same one.
 func laneRTT(e *netsched.Enforcer, ifaces []string) monitor.ReadFunc {
 	return func(time.Time) (map[string]float64, bool, error) {
 		var minRTT, srtt time.Duration

@@ -282,4 +282,5 @@ var MonitorMetrics = []string{
 	"net.up.bps", "net.up.drops_per_s", "net.up.backlog_bytes", "net.up.backlog_packets",
 	"net.down.bps", "net.down.drops_per_s", "net.down.backlog_bytes", "net.down.backlog_packets",
 	"net.rtt.rtt_us",
+	"net.rtt.srtt_us",
 }

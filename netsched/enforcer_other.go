@@ -99,3 +99,6 @@ func (e *Enforcer) OriginalTree(iface string) (*TreeSnapshot, bool) { return nil
 func RestoreTree(logf func(string, ...any), iface string, snap *TreeSnapshot, opts ...Option) error {
 	return errUnsupported
 }
+
+// LaneRTTs reports none off Linux.
+func (e *Enforcer) LaneRTTs() (map[string]LaneRTT, bool) { return nil, false }

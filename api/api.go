@@ -169,6 +169,51 @@ type Status struct {
 	Bus *EventBus `json:"event_bus,omitempty"`
 	// Bridge is the NATS bridge's state (nil: no [bridge] url).
 	Bridge *Bridge `json:"bridge,omitempty"`
+	// Controllers are the running [[controller]]s: what each watches,
+	// where its knobs stand and what it did last.
+	Controllers []Controller `json:"controllers,omitempty"`
+	// History is the event history in the state database (nil: off).
+	History *History `json:"history,omitempty"`
+}
+
+// Controller is one running controller's state.
+type Controller struct {
+	Name   string `json:"name"`
+	Lane   string `json:"lane"`
+	Law    string `json:"law"`
+	Metric string `json:"metric"` // topic and payload field
+	Target string `json:"target"`
+	// Knobs are its actuators with the value each has now, as the
+	// controller last set or read it.
+	Knobs []ControllerKnob `json:"knobs"`
+	// Samples is how many metric samples it took; LastValue and
+	// LastSample the latest (zero before the first).
+	Samples    uint64    `json:"samples"`
+	LastValue  float64   `json:"last_value"`
+	LastSample time.Time `json:"last_sample,omitzero"`
+	// Actions is how many knob changes it published, LastAction when the
+	// latest was; Errors the samples and actions that failed.
+	Actions    uint64    `json:"actions"`
+	LastAction time.Time `json:"last_action,omitzero"`
+	Errors     uint64    `json:"errors"`
+}
+
+// ControllerKnob is one actuator of a controller and its current value.
+type ControllerKnob struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Min   float64 `json:"min"`
+	Max   float64 `json:"max"`
+}
+
+// History is the event history's size and limits ([events]).
+type History struct {
+	Events    int       `json:"events"`
+	Oldest    time.Time `json:"oldest,omitzero"`
+	Keep      int       `json:"keep"`      // at most this many events
+	Retention string    `json:"retention"` // none older than this
+	Topics    []string  `json:"topics"`
+	Error     string    `json:"error,omitempty"`
 }
 
 // EventBus is the event channels' counters.

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/control"
 	"github.com/lanes-qos/lanes/cpu"
 	"github.com/lanes-qos/lanes/enforce"
@@ -35,6 +38,26 @@ type controlLoop struct {
 	acts []actuator
 	// errs counts samples or actions that failed (logged at powers of two).
 	errs uint64
+
+	// mu guards view, what `lanes status` shows of the loop.
+	mu   sync.Mutex
+	view api.Controller
+}
+
+// status returns the loop's state for the status response.
+func (loop *controlLoop) status() api.Controller {
+	loop.mu.Lock()
+	defer loop.mu.Unlock()
+	v := loop.view
+	v.Knobs = slices.Clone(v.Knobs)
+	return v
+}
+
+// record updates the loop's view; f runs under its lock.
+func (loop *controlLoop) record(f func(v *api.Controller)) {
+	loop.mu.Lock()
+	f(&loop.view)
+	loop.mu.Unlock()
 }
 
 // actuator moves one knob of one lane.
@@ -83,6 +106,21 @@ func (d *Daemon) startControllers(cfg *lane.Config) {
 		d.logf("controller %s: started on lane %s (%s on %s %s, target %s)", spec.Name, spec.Lane, spec.Law, spec.Metric.Topic, spec.Metric.Field, spec.Target)
 	}
 	d.control = run
+	d.controlView.Store(run)
+}
+
+// controllerStatus is the running controllers' state, by name.
+func (d *Daemon) controllerStatus() []api.Controller {
+	run := d.controlView.Load()
+	if run == nil {
+		return nil
+	}
+	out := make([]api.Controller, 0, len(run.loops))
+	for _, loop := range run.loops {
+		out = append(out, loop.status())
+	}
+	slices.SortFunc(out, func(a, b api.Controller) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // stopControllers stops the running controllers, then puts back the
@@ -93,6 +131,7 @@ func (d *Daemon) stopControllers() {
 		return
 	}
 	d.control = nil
+	d.controlView.Store(nil)
 	run.cancel()
 	run.wg.Wait()
 	for _, loop := range run.loops {
@@ -126,6 +165,11 @@ func (d *Daemon) newControlLoop(cfg *lane.Config, spec control.Spec, ns *netsche
 		return nil, err
 	}
 	loop.c = c
+	loop.view = api.Controller{Name: spec.Name, Lane: spec.Lane, Law: string(spec.Law),
+		Metric: spec.Metric.Topic + " " + spec.Metric.Field, Target: spec.Target.String()}
+	for i, a := range spec.Actuators {
+		loop.view.Knobs = append(loop.view.Knobs, api.ControllerKnob{Name: a.Name(), Value: cur[i], Min: a.Min, Max: a.Max})
+	}
 	sub, err := d.bus.Subscribe(events.Options{Name: "controller/" + spec.Name, Topics: []string{spec.Metric.Topic},
 		Out: spec.Metric.Filter, Queue: controlQueue, Drop: events.DropOldest})
 	if err != nil {
@@ -159,6 +203,10 @@ func (loop *controlLoop) run(ctx context.Context) {
 			loop.fail(err)
 			continue
 		}
+		loop.record(func(v *api.Controller) {
+			v.Samples++
+			v.LastValue, v.LastSample = s.Value, ev.Time
+		})
 		acts, err := loop.c.Observe(s)
 		loop.apply(acts, err)
 	}
@@ -166,6 +214,7 @@ func (loop *controlLoop) run(ctx context.Context) {
 
 func (loop *controlLoop) fail(err error) {
 	loop.errs++
+	loop.record(func(v *api.Controller) { v.Errors = loop.errs })
 	if loop.errs&(loop.errs-1) == 0 { // 1, 2, 4, 8, ...
 		loop.d.logf("controller %s: %v (%d errors so far)", loop.spec.Name, err, loop.errs)
 	}
@@ -193,6 +242,16 @@ func (loop *controlLoop) apply(acts []control.Action, err error) {
 			}
 		}
 		loop.d.bus.Publish(events.Event{Source: "controller/" + loop.spec.Name, Topic: a.Topic(), Payload: p})
+		cur := loop.c.Current()
+		loop.record(func(v *api.Controller) {
+			v.Actions++
+			v.LastAction = time.Now()
+			for k := range v.Knobs {
+				if k < len(cur) {
+					v.Knobs[k].Value = cur[k]
+				}
+			}
+		})
 	}
 }
 

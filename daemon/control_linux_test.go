@@ -249,12 +249,31 @@ weight = -4
 	if actions == 0 || directives == 0 || lastQuality < 10 || lastQuality >= 100 {
 		t.Errorf("%d actions, %d directives, last quality %g: want some of each, quality lowered within 10..100", actions, directives, lastQuality)
 	}
+	// What `lanes status` shows: the samples, the actions published, and
+	// the knobs where the kernel has them.
+	cs := d.controllerStatus()
+	if len(cs) != 1 {
+		t.Fatalf("controller status: %+v, want one", cs)
+	}
+	c := cs[0]
+	t.Logf("status: %+v", c)
+	knob := map[string]float64{}
+	for _, k := range c.Knobs {
+		knob[k.Name] = k.Value
+	}
+	if c.Name != "video" || c.Lane != "video" || c.Samples == 0 || c.LastValue != 8 || c.Actions < uint64(actions) ||
+		c.LastAction.IsZero() || knob["cpu.weight"] != 1000 || knob["net.up.rate"] != 20e6 || len(c.Knobs) != 3 {
+		t.Errorf("controller status %+v: want video's samples (last 8), at least %d actions, cpu.weight 1000 and net.up.rate 20e6", c, actions)
+	}
 
 	d.applyMu.Lock()
 	d.stopControllers()
 	d.applyMu.Unlock()
 	if weightFile() != asWeight(100) || classRate() != 4e6 {
 		t.Errorf("after stop: weight file %s (want %s), class rate %d (want 4mbit)", weightFile(), asWeight(100), classRate())
+	}
+	if cs := d.controllerStatus(); cs != nil {
+		t.Errorf("controller status after stop: %+v", cs)
 	}
 	if st := d.bus.Stats(); len(st.Subscriptions) != 1 {
 		t.Errorf("%d subscriptions after stop, want the test's only", len(st.Subscriptions))

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,8 +57,10 @@ type Daemon struct {
 	// without one. bridgeMu guards it.
 	bridgeMu sync.Mutex
 	bridge   *bridge.Bridge
-	// control is the running controllers (control.go), guarded by applyMu.
-	control *controlRun
+	// control is the running controllers (control.go), guarded by applyMu;
+	// controlView the same for readers that do not take applyMu (status).
+	control     *controlRun
+	controlView atomic.Pointer[controlRun]
 	// ev is the event history writer and the API streams' lifetime.
 	ev *eventsRun
 

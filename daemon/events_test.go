@@ -617,6 +617,10 @@ func TestLanesEventsCommand(t *testing.T) {
 	d.bus.Publish(events.Event{Source: "monitor/lane", Topic: "lane.video.cpu", Payload: map[string]any{"usage": 0.5, "throttled_frac": 0.0}})
 	d.bus.Publish(events.Event{Source: "monitor/net", Topic: "net.link.eth0", Payload: map[string]any{"up": true, "oper": "up"}})
 	d.ev.hist.flush(context.Background())
+	// The history as `lanes status` shows it.
+	if h := d.historyStatus(); h == nil || h.Events != 2 || h.Keep != 1000 || h.Retention != "1h0m0s" || h.Oldest.IsZero() || len(h.Topics) == 0 || h.Error != "" {
+		t.Errorf("history status %+v, want 2 events, keep 1000, retention 1h, an oldest time and the topics", h)
+	}
 	var out, errOut strings.Builder
 	cli.Stdout, cli.Stderr = &out, &errOut
 	defer func() { cli.Stdout, cli.Stderr = os.Stdout, os.Stderr }()

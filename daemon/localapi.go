@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -417,7 +418,26 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Links = d.netLinks()
 	st.Bus = d.busStats()
 	st.Bridge = d.bridgeStatus()
+	st.Controllers = d.controllerStatus()
+	st.History = d.historyStatus()
 	return st, nil
+}
+
+// historyStatus is the event history's size and limits (nil: no history).
+func (d *Daemon) historyStatus() *api.History {
+	d.mu.Lock()
+	cfg := d.cfg
+	d.mu.Unlock()
+	if cfg == nil || cfg.Events.History == 0 || d.store == nil {
+		return nil
+	}
+	h := &api.History{Keep: cfg.Events.History, Retention: cfg.Events.Retention.String(), Topics: slices.Clone(cfg.Events.HistoryTopics)}
+	n, oldest, err := d.store.EventCount()
+	if err != nil {
+		h.Error = err.Error()
+	}
+	h.Events, h.Oldest = n, oldest
+	return h
 }
 
 // busStats is the event bus's counters for the status response.

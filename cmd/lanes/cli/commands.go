@@ -197,15 +197,60 @@ func newStatusCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(Stdout)
 				printLinks(st.Links)
 			}
+			if len(st.Controllers) > 0 {
+				fmt.Fprintln(Stdout)
+				printControllers(st.Controllers)
+			}
 			if st.Bus != nil {
 				fmt.Fprintln(Stdout)
 				printBus(st.Bus)
+			}
+			if h := st.History; h != nil {
+				printHistory(h)
 			}
 			return nil
 		},
 	}
 	addJSON(cmd, g)
 	return cmd
+}
+
+// printControllers prints each running controller: what it watches, its
+// knobs' values now, its last sample and action.
+func printControllers(cs []api.Controller) {
+	ago := func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return time.Since(t).Round(100*time.Millisecond).String() + " ago"
+	}
+	w := table()
+	fmt.Fprintln(w, "CONTROLLER	LANE	LAW	METRIC	TARGET	LAST VALUE	SAMPLES	KNOBS NOW	ACTIONS	LAST ACTION	ERRORS")
+	for _, c := range cs {
+		knobs := make([]string, 0, len(c.Knobs))
+		for _, k := range c.Knobs {
+			knobs = append(knobs, fmt.Sprintf("%s=%g", k.Name, k.Value))
+		}
+		last := "-"
+		if c.Samples > 0 {
+			last = fmt.Sprintf("%g (%s)", c.LastValue, ago(c.LastSample))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d\n", c.Name, c.Lane, c.Law, c.Metric, c.Target, last,
+			c.Samples, strings.Join(knobs, " "), c.Actions, ago(c.LastAction), c.Errors)
+	}
+	w.Flush()
+}
+
+// printHistory prints the event history's size against its limits.
+func printHistory(h *api.History) {
+	fmt.Fprintf(Stdout, "history: %d events (keeps %d, %s; topics %s)", h.Events, h.Keep, h.Retention, strings.Join(h.Topics, ","))
+	if !h.Oldest.IsZero() {
+		fmt.Fprintf(Stdout, ", oldest %s", h.Oldest.Local().Format(time.RFC3339))
+	}
+	if h.Error != "" {
+		fmt.Fprintf(Stdout, ": %s", h.Error)
+	}
+	fmt.Fprintln(Stdout)
 }
 
 // printBus prints the event channels' counters: one line per subscription,

@@ -521,7 +521,8 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32, download 
 			c = c.download()
 		}
 		if r, ok := e.tuned[tuneKey{c.Lane, download}]; ok {
-			c.Rate, c.Ceil = r.rate, r.ceil
+			c = c.withCeil(r.ceil)
+			c.Rate = r.rate
 		}
 		want[c.ClassID] = true
 		hc := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: ClassID(Major, rootMinor), Handle: c.ClassID},

@@ -451,6 +451,22 @@ func buildTree(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 	return p, nil
 }
 
+// withCeil is c with ceil as its ceiling (a controller's, at run time) and
+// a FIFO leaf's limit sized for it as the plan sizes it for the configured
+// one: the lane's target at that ceiling, so that lowering the ceiling
+// does not leave a queue many targets long. fq_codel's target is a time
+// and a TBF leaf belongs to the idletime gates: both are kept.
+func (c Class) withCeil(ceil uint64) Class {
+	c.Ceil = ceil
+	switch c.Leaf {
+	case LeafHeadDrop:
+		c.Limit = max(minLeafPackets, (targetBytes(ceil, c.Target)+MTU-1)/MTU)
+	case LeafBfifo:
+		c.Limit = targetBytes(ceil, c.Target)
+	}
+	return c
+}
+
 // download returns the class as built on the IFB: a head-drop leaf
 // becomes a byte FIFO of the lane's target (see LeafBfifo).
 func (c Class) download() Class {

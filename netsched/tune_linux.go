@@ -87,7 +87,8 @@ func (e *Enforcer) RestoreLane(laneName string) error {
 	var errs []error
 	for _, download := range []bool{false, true} {
 		k := tuneKey{laneName, download}
-		if _, ok := e.tuned[k]; !ok {
+		was, ok := e.tuned[k]
+		if !ok {
 			continue
 		}
 		delete(e.tuned, k)
@@ -96,7 +97,7 @@ func (e *Enforcer) RestoreLane(laneName string) error {
 			if !ok {
 				continue
 			}
-			if err := e.changeClass(name, c, download, rates{c.Rate, c.Ceil}); err != nil {
+			if err := e.changeClass(name, c, download, rates{c.Rate, c.Ceil}, was.ceil); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -164,7 +165,7 @@ func (e *Enforcer) tune(laneName string, download bool, change func(plan, cur ra
 		if !ok {
 			continue
 		}
-		if err := e.changeClass(name, pc, download, next); err != nil {
+		if err := e.changeClass(name, pc, download, next, cur.ceil); err != nil {
 			if had {
 				e.tuned[k] = old
 			} else {
@@ -172,7 +173,7 @@ func (e *Enforcer) tune(laneName string, download bool, change func(plan, cur ra
 			}
 			for _, n := range done {
 				pc, _ := e.ifaces[n].plan.Class(laneName)
-				e.changeClass(n, pc, download, cur)
+				e.changeClass(n, pc, download, cur, next.ceil)
 			}
 			return fmt.Errorf("lane %s: %w", laneName, err)
 		}
@@ -182,8 +183,11 @@ func (e *Enforcer) tune(laneName string, download bool, change func(plan, cur ra
 }
 
 // changeClass changes the lane's HTB class on iface (or its IFB) in place
-// to r. Callers hold e.mu.
-func (e *Enforcer) changeClass(iface string, c Class, download bool, r rates) error {
+// to r; when the ceiling moved from prevCeil, a FIFO leaf's limit follows
+// it (Class.withCeil; the kernel changes a FIFO of the same kind and
+// handle in place, keeping its packets). c is the plan's class. Callers
+// hold e.mu.
+func (e *Enforcer) changeClass(iface string, c Class, download bool, r rates, prevCeil uint64) error {
 	st := e.ifaces[iface]
 	dev := iface
 	if download {
@@ -200,5 +204,22 @@ func (e *Enforcer) changeClass(iface string, c Class, download bool, r rates) er
 	if err := e.h.ClassChange(hc); err != nil {
 		return fmt.Errorf("change class of lane %s on %s: %w", c.Lane, dev, hint(err))
 	}
-	return nil
+	if r.ceil == prevCeil {
+		return nil
+	}
+	leaf := c
+	if download {
+		leaf = leaf.download()
+	}
+	if leaf.Leaf != LeafHeadDrop && leaf.Leaf != LeafBfifo {
+		return nil
+	}
+	leaf = leaf.withCeil(r.ceil)
+	if leaf.Leaf == LeafBfifo {
+		// The floor buildTree gives an IFB's byte FIFOs.
+		if up, err := e.h.LinkByName(iface); err == nil {
+			leaf.Limit = max(leaf.Limit, ingressFloor(up, st))
+		}
+	}
+	return e.replaceLeaf(link, leaf)
 }

@@ -2,6 +2,8 @@ package netsched
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -41,11 +43,37 @@ func kernelRates(t *testing.T, ns, dev string, classid uint32) (uint64, uint64) 
 	return 0, 0
 }
 
+// leafLimit reads the limit of the leaf qdisc under classid on dev in ns
+// (packets or bytes, as its kind counts).
+func leafLimit(t *testing.T, ns, dev string, classid uint32) (string, uint32) {
+	t.Helper()
+	var qs []struct {
+		Kind    string `json:"kind"`
+		Parent  string `json:"parent"`
+		Options struct {
+			Limit uint32 `json:"limit"`
+		} `json:"options"`
+	}
+	out := output(t, "tc", "-n", ns, "-j", "qdisc", "show", "dev", dev)
+	if err := json.Unmarshal([]byte(out), &qs); err != nil {
+		t.Fatalf("tc -j qdisc show: %v\n%s", err, out)
+	}
+	parent := fmt.Sprintf("%x:%x", classid>>16, classid&0xffff)
+	for _, q := range qs {
+		if q.Parent == parent {
+			return q.Kind, q.Options.Limit
+		}
+	}
+	t.Fatalf("no leaf under %s on %s:\n%s", parent, dev, out)
+	return "", 0
+}
+
 // A lane's HTB class changes in place at run time, upload and download,
 // within the link; a rate above a borrowing class's ceiling and a ceiling
 // below its rate are refused and change nothing; a class that may not
 // borrow keeps ceil = rate; a re-Apply keeps the change; RestoreLane puts
-// the plan back.
+// the plan back. A FIFO leaf's limit follows the ceiling (the lane's
+// target at it), as the plan sizes it for the configured one.
 func TestTuneClass(t *testing.T) {
 	testutil.RequireRoot(t)
 	ns := newNetns(t, "lnt")
@@ -108,6 +136,42 @@ net = { rate = "4mbit" }
 			if gr, gc, err := e.LaneRates(c.cls.Lane, c.dl); err != nil || gr != c.w.rate || gc != c.w.ceil {
 				t.Errorf("%s: LaneRates(%s) = %d %d %v", s.name, c.what, gr, gc, err)
 			}
+			leaf := c.cls
+			if c.dl {
+				leaf = leaf.download()
+			}
+			leaf = leaf.withCeil(c.w.ceil)
+			if leaf.Leaf != LeafHeadDrop && leaf.Leaf != LeafBfifo {
+				continue // fq_codel: its target is a time
+			}
+			if leaf.Leaf == LeafBfifo {
+				floor := ingressFloor(mustLink(t, ns, "v-a"), e.ifaces["v-a"])
+				leaf.Limit = max(leaf.Limit, floor)
+			}
+			kind, limit := leafLimit(t, ns, c.dev, c.cls.ClassID)
+			if kind != string(leaf.Leaf) || limit != leaf.Limit {
+				t.Errorf("%s: %s leaf %s limit %d, want %s limit %d (the target at ceil %d)", s.name, c.what, kind, limit, leaf.Leaf, leaf.Limit, c.w.ceil)
+			}
 		}
 	}
+}
+
+// mustLink looks dev up in ns.
+func mustLink(t *testing.T, ns, dev string) netlink.Link {
+	t.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	l, err := nh.LinkByName(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -103,10 +103,15 @@ type Enforcer struct {
 
 // Apply sets the group's I/O weight where the host has a weight file
 // (io.weight on v2 with the io controller, blkio.bfq.weight on v1 with
-// BFQ), otherwise does nothing: the threads' ioprio carries the lane. It
-// may be called repeatedly with identical input; an unchanged file is not
-// written.
+// BFQ), otherwise does nothing: the threads' ioprio carries the lane. On
+// v1 it also makes blkio count the group's I/O (account). It may be called
+// repeatedly with identical input; an unchanged file is not written.
 func (e *Enforcer) Apply(g cgroup.Group, d lane.Disk) error {
+	if e.backend == weightBFQ {
+		if err := e.account(g); err != nil {
+			return fmt.Errorf("apply disk settings to %s: %w", g.Name(), err)
+		}
+	}
 	ctrl, file, value, ok := weightSetting(e.backend, d.Weight)
 	if !ok {
 		return nil
@@ -125,6 +130,41 @@ func (e *Enforcer) Apply(g cgroup.Group, d lane.Disk) error {
 		return fmt.Errorf("apply disk settings to %s: %w", g.Name(), err)
 	}
 	e.logf("disk: %s: %s %q -> %q", g.Name(), file, cur, value)
+	return nil
+}
+
+// account makes v1 blkio count the group's I/O on every disk: v1 counts
+// a group's reads and writes on a device (blkio.throttle.io_service_bytes
+// and io_serviced, what the lane monitors read) only while blk-throttle
+// has a rule for that group, device and direction. It adds a read and a
+// write bps rule of cgroup.V1AccountBps per disk where the group has none; the
+// rules go with the group (lanes' groups are removed on stop), the
+// host's own groups are never touched.
+func (e *Enforcer) account(g cgroup.Group) error {
+	if !g.HasFile(cgroup.Blkio, "blkio.throttle.read_bps_device") {
+		return nil // no blk-throttle in this kernel
+	}
+	devs := e.disks()
+	for _, file := range []string{"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"} {
+		cur, err := e.files.ReadFile(g, cgroup.Blkio, file)
+		if err != nil {
+			return err
+		}
+		have := map[string]bool{}
+		for _, line := range strings.Split(cur, "\n") {
+			if f := strings.Fields(line); len(f) == 2 {
+				have[f[0]] = true
+			}
+		}
+		for _, dev := range devs {
+			if have[dev] {
+				continue // ours, or a limit someone set: kept either way
+			}
+			if err := e.files.WriteFile(g, cgroup.Blkio, file, fmt.Sprintf("%s %d", dev, uint64(cgroup.V1AccountBps))); err != nil {
+				return fmt.Errorf("%s %s: %w", file, dev, err)
+			}
+		}
+	}
 	return nil
 }
 

@@ -220,7 +220,8 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 		}
 		e.backend = weightBFQ
 		e.mech.Backend = "cgroup v1 blkio.bfq.weight (devices scheduled by BFQ) + ioprio per thread"
-		e.mech.Reason = "blkio controller bound to cgroup v1 at " + h.BlkioRoot
+		e.mech.Reason = "blkio controller bound to cgroup v1 at " + h.BlkioRoot +
+			"; each lane group has a no-op blk-throttle rule (1 PB/s) per disk, so that blkio counts its I/O for the lane monitors"
 	}
 	if e.backend == weightV2 {
 		e.mech.Reason += "; " + iocostNote(h.V2Root)
@@ -239,4 +240,28 @@ func Snapshot(tids []int) Saved {
 		}
 	}
 	return s
+}
+
+// disks lists the block devices with a size (major:minor), whole disks
+// only: /sys/block has no partitions. Loop and RAM devices count when
+// they hold data, as any other.
+func (e *Enforcer) disks() []string {
+	ents, err := os.ReadDir("/sys/block")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, ent := range ents {
+		dir := filepath.Join("/sys/block", ent.Name())
+		size, err := os.ReadFile(filepath.Join(dir, "size"))
+		if err != nil || strings.TrimSpace(string(size)) == "0" {
+			continue
+		}
+		dev, err := os.ReadFile(filepath.Join(dir, "dev"))
+		if err != nil {
+			continue
+		}
+		out = append(out, strings.TrimSpace(string(dev)))
+	}
+	return out
 }

@@ -2,7 +2,10 @@ package disk
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -230,5 +233,99 @@ func TestEnforcerWeight(t *testing.T) {
 		if len(cf.writes) != 0 {
 			t.Errorf("second Apply(weight %d) wrote %v", w, cf.writes)
 		}
+	}
+}
+
+// On cgroup v1, Apply makes blkio count a lane group's I/O (a no-op
+// throttle rule per disk and direction), once: a group's O_DIRECT writes
+// then show in its counters, as the lane monitors read them.
+func TestEnforcerAccountsV1(t *testing.T) {
+	testutil.RequireRoot(t)
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(h, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.backend != weightBFQ {
+		t.Skipf("not a cgroup v1 blkio host (%s): v2 io.stat counts without rules", e.Mechanism().Backend)
+	}
+	g := h.Group(testutil.UniqueName("lanes-t"))
+	if _, err := g.Create(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for g.Remove() != nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if !g.HasFile(cgroup.Blkio, "blkio.throttle.write_bps_device") {
+		t.Skip("no blk-throttle in this kernel")
+	}
+	cf := &countingFiles{}
+	e.files = cf
+	if err := e.Apply(g, lane.Disk{}); err != nil {
+		t.Fatal(err)
+	}
+	disks := e.disks()
+	if len(disks) == 0 {
+		t.Skip("no block device with a size")
+	}
+	for _, file := range []string{"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"} {
+		cur, err := g.ReadFile(cgroup.Blkio, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range disks {
+			if !strings.Contains(cur, fmt.Sprintf("%s %d", d, uint64(cgroup.V1AccountBps))) {
+				t.Errorf("%s has no accounting rule for %s:\n%s", file, d, cur)
+			}
+		}
+	}
+	cf.writes = nil
+	if err := e.Apply(g, lane.Disk{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(cf.writes) != 0 {
+		t.Errorf("second Apply wrote %v", cf.writes)
+	}
+	if _, err := os.Stat("/var/tmp"); err != nil {
+		t.Skipf("no disk-backed /var/tmp to write to: %v", err)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "lanes-account-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	s0, err := g.IOStat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `read x; exec dd if=/dev/zero of="$0" bs=1M count=8 oflag=direct status=none`, filepath.Join(dir, "f"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AddProc(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("dd: %v", err)
+	}
+	s1, err := g.IOStat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("group I/O: %+v -> %+v", s0, s1)
+	if s1.WriteBytes-s0.WriteBytes < 8<<20 {
+		t.Errorf("wrote 8 MiB with O_DIRECT, the group counted %d bytes", s1.WriteBytes-s0.WriteBytes)
 	}
 }

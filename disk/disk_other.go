@@ -34,3 +34,5 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 
 // Snapshot is not supported outside Linux: it returns nothing.
 func Snapshot(tids []int) Saved { return Saved{} }
+
+func (e *Enforcer) disks() []string { return nil }

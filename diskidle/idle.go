@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lanes-qos/lanes/idletime"
+	"github.com/lanes-qos/lanes/internal/cgroup"
 )
 
 // How it works (seed 003's disk scheduler, done with
@@ -103,7 +104,9 @@ func throttleWrites(b throttleBackend, d Device, hold bool) []throttleWrite {
 		}
 		return []throttleWrite{{"io.max", mm + " rbps=max wbps=max"}}
 	}
-	v := " 0"
+	// A release puts v1's counting rule back rather than none, so that
+	// blkio goes on counting the lane's I/O (cgroup.V1AccountBps).
+	v := " " + strconv.FormatUint(cgroup.V1AccountBps, 10)
 	if hold {
 		v = " " + holdBps
 	}
@@ -123,8 +126,8 @@ func limitLeft(content string, d Device) bool {
 		}
 		for _, kv := range f[1:] {
 			k, v, ok := strings.Cut(kv, "=")
-			if !ok { // v1: "MAJ:MIN bps"
-				if kv != "0" {
+			if !ok { // v1: "MAJ:MIN bps"; the counting rule does not limit
+				if kv != "0" && kv != strconv.FormatUint(cgroup.V1AccountBps, 10) {
 					return true
 				}
 				continue

@@ -43,7 +43,8 @@ func TestThrottleWrites(t *testing.T) {
 		want []throttleWrite
 	}{
 		{throttleV1, true, []throttleWrite{{"blkio.throttle.read_bps_device", "7:1 2"}, {"blkio.throttle.write_bps_device", "7:1 2"}}},
-		{throttleV1, false, []throttleWrite{{"blkio.throttle.read_bps_device", "7:1 0"}, {"blkio.throttle.write_bps_device", "7:1 0"}}},
+		// Released to v1's counting rule, not to none (cgroup.V1AccountBps).
+		{throttleV1, false, []throttleWrite{{"blkio.throttle.read_bps_device", "7:1 1125899906842624"}, {"blkio.throttle.write_bps_device", "7:1 1125899906842624"}}},
 		{throttleV2, true, []throttleWrite{{"io.max", "7:1 rbps=2 wbps=2"}}},
 		{throttleV2, false, []throttleWrite{{"io.max", "7:1 rbps=max wbps=max"}}},
 	} {
@@ -61,6 +62,7 @@ func TestLimitLeft(t *testing.T) {
 	}{
 		{"", false},
 		{"7:1 1\n", true},
+		{"7:1 1125899906842624\n", false}, // v1's counting rule
 		{"7:10 1\n8:0 5\n", false},
 		{"7:1 rbps=1 wbps=max riops=max wiops=max\n", true},
 		{"7:1 rbps=max wbps=max riops=5 wiops=max\n", false}, // iops limits are not the hold's

@@ -157,6 +157,14 @@ func ParsePressure(text string) (Pressure, error) {
 	return p, nil
 }
 
+// V1AccountBps is the v1 blk-throttle rule (bytes/s, in
+// blkio.throttle.{read,write}_bps_device) that makes blkio count a group's
+// I/O on a device without limiting it: a petabyte a second. v1 counts a
+// group's I/O on a device only while it has a rule there (see
+// IOStat.Devices); disk puts this one on every lane group, and diskidle
+// releases a hold to it rather than to none, so that counting goes on.
+const V1AccountBps = 1 << 50
+
 // IOStat is a group's cumulative block I/O, summed over devices.
 type IOStat struct {
 	ReadBytes, WriteBytes, ReadIOs, WriteIOs uint64

@@ -189,7 +189,13 @@ func iperfServer(t testing.TB, ctx context.Context, tp *topo, port int) {
 func waitListen(t testing.TB, ns, proto string, port int) {
 	t.Helper()
 	want := fmt.Sprintf(":%04X ", port)
-	deadline := time.Now().Add(3 * time.Second)
+	wait := 3 * time.Second
+	if testutil.Emulated() {
+		// Under full emulation a server that starts while real-time
+		// flows already run can take many seconds to bind.
+		wait = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		out, _ := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/"+proto, "/proc/net/"+proto+"6").Output()
 		for _, line := range strings.Split(string(out), "\n") {

@@ -27,8 +27,11 @@ func TestLaneRTTs(t *testing.T) {
 	const secs = 3
 	// A light TCP flow (1 Mbit/s) in the interactive lane and one in no
 	// lane's cgroup (the default lane), against a greedy one in background.
+	// Both light flows' servers listen before any client starts: a server
+	// started beside a running greedy flow binds late on a slow machine.
+	iperfServer(t, ctx, tp, 5402)
+	iperfServer(t, ctx, tp, 5403)
 	light := func(cgroup string, port int) *flow {
-		iperfServer(t, ctx, tp, port)
 		f := &flow{cmd: command(t, ctx, tp.src, cgroup, "iperf3", "-c", tp.dstAddr, "-p", fmt.Sprint(port),
 			"-t", fmt.Sprint(secs), "-b", "1M", "-C", "cubic", "-J")}
 		f.cmd.Stdout = &f.out

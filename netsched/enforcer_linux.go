@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/lanes-qos/lanes/internal/netprobe"
+	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -510,8 +511,8 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32, download 
 		}
 	}
 	top := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: ClassID(Major, 0), Handle: ClassID(Major, rootMinor)},
-		netlink.HtbClassAttrs{Rate: p.Rate, Ceil: p.Rate, Quantum: quantum})
-	e.logf("netsched: tc class replace dev %s parent %x: classid %x:%x htb rate %d ceil %d", name, Major, Major, rootMinor, p.Rate, p.Rate)
+		htbAttrs(p.Rate, p.Rate, 0))
+	e.logf("netsched: tc class replace dev %s parent %x: classid %x:%x htb rate %d ceil %d burst %d cburst %d", name, Major, Major, rootMinor, p.Rate, p.Rate, htbBurst(p.Rate), htbBurst(p.Rate))
 	if err := e.h.ClassReplace(top); err != nil {
 		return fmt.Errorf("replace root class of %s: %w", name, hint(err))
 	}
@@ -526,9 +527,9 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32, download 
 		}
 		want[c.ClassID] = true
 		hc := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: ClassID(Major, rootMinor), Handle: c.ClassID},
-			netlink.HtbClassAttrs{Rate: c.Rate, Ceil: c.Ceil, Prio: c.Prio, Quantum: quantum})
-		e.logf("netsched: tc class replace dev %s parent %x:%x classid %x:%x htb rate %d ceil %d prio %d (lane %s)",
-			name, Major, rootMinor, c.ClassID>>16, c.ClassID&0xffff, c.Rate, c.Ceil, c.Prio, c.Lane)
+			htbAttrs(c.Rate, c.Ceil, c.Prio))
+		e.logf("netsched: tc class replace dev %s parent %x:%x classid %x:%x htb rate %d ceil %d burst %d cburst %d prio %d (lane %s)",
+			name, Major, rootMinor, c.ClassID>>16, c.ClassID&0xffff, c.Rate, c.Ceil, htbBurst(c.Rate), htbBurst(c.Ceil), c.Prio, c.Lane)
 		if err := e.h.ClassReplace(hc); err != nil {
 			return fmt.Errorf("replace class of lane %s on %s: %w", c.Lane, name, hint(err))
 		}
@@ -558,6 +559,35 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32, download 
 // quantum is every class's DRR quantum: one full packet, so that lanes of
 // the same priority share by bytes regardless of their rates.
 const quantum = MTU
+
+// burstTime is how long a class's HTB buckets (burst and cburst) hold at
+// their rates, and burstPackets how many bounded segments (minSegment) they hold
+// at least. Without them, tc's and the netlink library's default on a
+// high-resolution clock is rate/10⁹ + 1600 bytes: 0.67 ms at 19 Mbit/s,
+// less than one bounded GSO packet, so that every time HTB's watchdog
+// fires late (a VM's timers are often a millisecond or more late, this
+// machine's up to tens of milliseconds under load) the tokens of the wait
+// beyond the bucket are lost and a lone flow gets 47-80 % of the link
+// (TestLoneFlow). A 5 ms bucket keeps them across such delays; what it
+// costs is that a lane idle for 5 ms may send 5 ms of its ceiling at the
+// device's speed, which the link's own queue absorbs.
+const (
+	burstTime    = 5 * time.Millisecond
+	burstPackets = 2
+)
+
+// htbBurst is the bucket in bytes for a rate in bit/s.
+func htbBurst(rate uint64) uint32 {
+	b := rate / 8 * uint64(burstTime) / uint64(time.Second)
+	return uint32(min(max(b, burstPackets*minSegment), math.MaxUint32/2))
+}
+
+// htbAttrs is an HTB class's attributes: rate and ceiling in bit/s, the
+// priority, the quantum and buckets for both.
+func htbAttrs(rate, ceil uint64, prio uint32) netlink.HtbClassAttrs {
+	return netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Prio: prio, Quantum: quantum,
+		Buffer: htbBurst(rate), Cbuffer: htbBurst(ceil)}
+}
 
 func (e *Enforcer) replaceLeaf(dev netlink.Link, c Class) error {
 	name := dev.Attrs().Name

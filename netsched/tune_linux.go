@@ -198,9 +198,9 @@ func (e *Enforcer) changeClass(iface string, c Class, download bool, r rates, pr
 		return fmt.Errorf("interface %s: %w", dev, err)
 	}
 	hc := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index, Parent: ClassID(Major, rootMinor), Handle: c.ClassID},
-		netlink.HtbClassAttrs{Rate: r.rate, Ceil: r.ceil, Prio: c.Prio, Quantum: quantum})
-	e.logf("netsched: tc class change dev %s parent %x:%x classid %x:%x htb rate %d ceil %d prio %d (lane %s, run time)",
-		dev, Major, rootMinor, c.ClassID>>16, c.ClassID&0xffff, r.rate, r.ceil, c.Prio, c.Lane)
+		htbAttrs(r.rate, r.ceil, c.Prio))
+	e.logf("netsched: tc class change dev %s parent %x:%x classid %x:%x htb rate %d ceil %d burst %d cburst %d prio %d (lane %s, run time)",
+		dev, Major, rootMinor, c.ClassID>>16, c.ClassID&0xffff, r.rate, r.ceil, htbBurst(r.rate), htbBurst(r.ceil), c.Prio, c.Lane)
 	if err := e.h.ClassChange(hc); err != nil {
 		return fmt.Errorf("change class of lane %s on %s: %w", c.Lane, dev, hint(err))
 	}

@@ -23,56 +23,96 @@ import (
 // bottleneck keeps most of it, and so does lanesd with its built-in lanes.
 func TestS1Short(t *testing.T) {
 	testutil.RequireRoot(t)
-	out := t.TempDir()
 	// The lanes arm runs the real lanes and lanesd, built from this tree.
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+"/", "../cmd/lanes", "../cmd/lanesd")
 	if msg, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build lanes and lanesd: %v\n%s", err, msg)
 	}
-	var progress bytes.Buffer
-	err := Run(context.Background(), Options{
-		Scenario: "scenarios/s1.toml", OutDir: out, Repeats: 1, Duration: 5 * time.Second,
-		Arms: []string{"none", "htb95", "lanes"}, LanesBin: filepath.Join(bin, "lanes"), Progress: &progress, Logf: t.Logf,
-	})
-	t.Logf("progress:\n%s", progress.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ext := range []string{".json", ".md", ".svg"} {
-		if st, err := os.Stat(filepath.Join(out, "s1"+ext)); err != nil || st.Size() == 0 {
-			t.Errorf("output s1%s missing or empty: %v", ext, err)
+	// A run whose emulator woke more than lateLimit late at p99 in an arm
+	// that missed its bar measured the host, not the arm: the link's own
+	// delay is 10 ms each way. Such a run is repeated once; a second one
+	// counts whatever the host did.
+	const lateLimit = 20e3 // µs
+	var (
+		res      Results
+		progress bytes.Buffer
+	)
+	for try := 1; ; try++ {
+		out := t.TempDir()
+		progress.Reset()
+		err := Run(context.Background(), Options{
+			Scenario: "scenarios/s1.toml", OutDir: out, Repeats: 1, Duration: 5 * time.Second,
+			Arms: []string{"none", "htb95", "lanes"}, LanesBin: filepath.Join(bin, "lanes"), Progress: &progress, Logf: t.Logf,
+		})
+		t.Logf("progress:\n%s", progress.String())
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, ext := range []string{".json", ".md", ".svg"} {
+			if st, err := os.Stat(filepath.Join(out, "s1"+ext)); err != nil || st.Size() == 0 {
+				t.Errorf("output s1%s missing or empty: %v", ext, err)
+			}
+		}
+		data, err := os.ReadFile(filepath.Join(out, "s1.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = Results{}
+		if err := json.Unmarshal(data, &res); err != nil {
+			t.Fatal(err)
+		}
+		late := ""
+		for _, a := range res.Summary {
+			if missed := s1Bar(a.Arm, a.FgKept) != ""; missed && a.LatenessUs.Mean > lateLimit {
+				late = fmt.Sprintf("arm %s missed its bar while the emulator woke %.0f µs late at p99", a.Arm, a.LatenessUs.Mean)
+			}
+		}
+		if late == "" || try == 2 {
+			break
+		}
+		t.Logf("try %d: %s; measuring again", try, late)
 	}
-	data, err := os.ReadFile(filepath.Join(out, "s1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res Results
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
-	kept := map[string]Stat{}
+	seen := map[string]bool{}
 	for _, a := range res.Summary {
-		kept[a.Arm] = a.FgKept
+		seen[a.Arm] = true
 		if len(a.Errors) > 0 {
 			t.Errorf("arm %s: %v", a.Arm, a.Errors)
 		}
+		if msg := s1Bar(a.Arm, a.FgKept); msg != "" {
+			t.Error(msg)
+		}
 	}
-	if s := kept["none"]; s.N != 1 || s.Mean > 0.5 {
-		t.Errorf("no lanes: foreground kept %.2f (n=%d), want well below its solo throughput (< 0.5)", s.Mean, s.N)
-	}
-	if s := kept["htb95"]; s.N != 1 || s.Mean < 0.8 || s.Mean > 1.05 {
-		t.Errorf("HTB 95%%: foreground kept %.2f (n=%d), want near solo (0.8..1.05)", s.Mean, s.N)
-	}
-	if s := kept["lanes"]; s.N != 1 || s.Mean < 0.8 || s.Mean > 1.05 {
-		t.Errorf("lanes: foreground kept %.2f (n=%d), want near solo (0.8..1.05)", s.Mean, s.N)
+	for _, arm := range []string{"none", "htb95", "lanes"} {
+		if !seen[arm] {
+			t.Errorf("arm %s: not in the summary", arm)
+		}
 	}
 	for _, want := range []string{"fg-alone", "arm none", "arm htb95", "arm lanes", "wrote"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress does not mention %q", want)
 		}
 	}
+}
+
+// s1Bar says how an arm's foreground share in the short S1 misses its
+// bar, or "" when it meets it.
+func s1Bar(arm string, s Stat) string {
+	switch arm {
+	case "none":
+		if s.N != 1 || s.Mean > 0.5 {
+			return fmt.Sprintf("no lanes: foreground kept %.2f (n=%d), want well below its solo throughput (< 0.5)", s.Mean, s.N)
+		}
+	case "htb95":
+		if s.N != 1 || s.Mean < 0.8 || s.Mean > 1.05 {
+			return fmt.Sprintf("HTB 95%%: foreground kept %.2f (n=%d), want near solo (0.8..1.05)", s.Mean, s.N)
+		}
+	case "lanes":
+		if s.N != 1 || s.Mean < 0.8 || s.Mean > 1.05 {
+			return fmt.Sprintf("lanes: foreground kept %.2f (n=%d), want near solo (0.8..1.05)", s.Mean, s.N)
+		}
+	}
+	return ""
 }
 
 // An arm whose wrapper needs the lanes binary fails clearly when there is

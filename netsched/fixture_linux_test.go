@@ -176,7 +176,7 @@ func command(t testing.TB, ctx context.Context, ns, cgroup string, args ...strin
 func iperfServer(t testing.TB, ctx context.Context, tp *topo, port int) {
 	t.Helper()
 	cmd := command(t, ctx, tp.dst, "", "iperf3", "-s", "-1", "-B", tp.dstAddr, "-p", fmt.Sprint(port))
-	if err := startRT(cmd); err != nil {
+	if err := startRT(cmd, rtServer); err != nil {
 		t.Fatalf("start iperf3 server: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
@@ -209,17 +209,26 @@ func waitListen(t testing.TB, ns, proto string, port int) {
 	t.Fatalf("no %s server on port %d in %s", proto, port, ns)
 }
 
-// startRT starts cmd with SCHED_FIFO priority 10, inherited from the
-// starting thread. Workload processes block on their sockets and never
-// spin; real-time priority keeps CPU contention on a shared test machine
-// from showing up as network latency or lost throughput: the tests measure
-// the network.
-func startRT(cmd *exec.Cmd) error {
+// Real-time priorities of the test workloads. Servers run above clients:
+// an iperf3 3.12 client spins in select between connecting its
+// data streams and the server's go, so two clients at a server's own
+// priority can hold both CPUs of a small machine and the servers never run
+// to start the test.
+const (
+	rtClient = 10
+	rtServer = 12
+)
+
+// startRT starts cmd with SCHED_FIFO priority prio, inherited from the
+// starting thread. Real-time priority keeps CPU contention on a shared
+// test machine from showing up as network latency or lost throughput: the
+// tests measure the network.
+func startRT(cmd *exec.Cmd, prio int) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}
+	rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
 	if err := unix.SchedSetAttr(0, &rt, 0); err != nil {
-		return fmt.Errorf("set SCHED_FIFO: %w", err)
+		return fmt.Errorf("set SCHED_FIFO %d: %w", prio, err)
 	}
 	err := cmd.Start()
 	normal := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
@@ -246,7 +255,7 @@ func startFlow(t testing.TB, ctx context.Context, tp *topo, cgroup string, port 
 	}
 	f := &flow{cmd: command(t, ctx, tp.src, cgroup, args...)}
 	f.cmd.Stdout = &f.out
-	if err := startRT(f.cmd); err != nil {
+	if err := startRT(f.cmd, rtClient); err != nil {
 		t.Fatalf("start iperf3: %v", err)
 	}
 	t.Cleanup(func() { _ = f.cmd.Process.Kill(); _ = f.cmd.Wait() })
@@ -265,9 +274,13 @@ func (f *flow) wait(t testing.TB) float64 {
 				BitsPerSecond float64 `json:"bits_per_second"`
 			} `json:"sum_received"`
 		} `json:"end"`
+		Error string `json:"error"`
 	}
 	if err := json.Unmarshal(f.out.Bytes(), &r); err != nil {
 		t.Fatalf("parse iperf3 output: %v\n%s", err, f.out.String())
+	}
+	if r.Error != "" {
+		t.Fatalf("iperf3: %s", r.Error)
 	}
 	return r.End.SumReceived.BitsPerSecond
 }
@@ -286,7 +299,7 @@ func (r pingResult) String() string { return fmt.Sprintf("p99 %v, %.1f%% lost", 
 func pingP99(t testing.TB, ctx context.Context, tp *topo, cgroup string, port int, d time.Duration) pingResult {
 	t.Helper()
 	srv := command(t, ctx, tp.dst, "", "irtt", "server", "-b", fmt.Sprintf("%s:%d", tp.dstAddr, port))
-	if err := startRT(srv); err != nil {
+	if err := startRT(srv, rtServer); err != nil {
 		t.Fatalf("start irtt server: %v", err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
@@ -295,7 +308,7 @@ func pingP99(t testing.TB, ctx context.Context, tp *topo, cgroup string, port in
 	cli := command(t, ctx, tp.src, cgroup, "irtt", "client", "-Q", "-i", "10ms", "-d", d.String(), "-o", out, fmt.Sprintf("%s:%d", tp.dstAddr, port))
 	var cliOut bytes.Buffer
 	cli.Stdout, cli.Stderr = &cliOut, &cliOut
-	if err := startRT(cli); err != nil {
+	if err := startRT(cli, rtClient); err != nil {
 		t.Fatalf("start irtt client: %v", err)
 	}
 	if err := cli.Wait(); err != nil {

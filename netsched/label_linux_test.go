@@ -69,7 +69,7 @@ func startSender(t *testing.T, ctx context.Context, tp *topo, cgroup string, pri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := startRT(cmd); err != nil {
+	if err := startRT(cmd, rtClient); err != nil {
 		t.Fatalf("start sender: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })

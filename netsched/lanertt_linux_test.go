@@ -35,7 +35,7 @@ func TestLaneRTTs(t *testing.T) {
 		f := &flow{cmd: command(t, ctx, tp.src, cgroup, "iperf3", "-c", tp.dstAddr, "-p", fmt.Sprint(port),
 			"-t", fmt.Sprint(secs), "-b", "1M", "-C", "cubic", "-J")}
 		f.cmd.Stdout = &f.out
-		if err := startRT(f.cmd); err != nil {
+		if err := startRT(f.cmd, rtClient); err != nil {
 			t.Fatalf("start iperf3: %v", err)
 		}
 		t.Cleanup(func() { _ = f.cmd.Process.Kill(); _ = f.cmd.Wait() })
@@ -44,8 +44,8 @@ func TestLaneRTTs(t *testing.T) {
 	bg := startFlow(t, ctx, tp, l.cg[lane.Background], 5401, secs, false)
 	ia := light(l.cg[lane.Interactive], 5402)
 	def := light("", 5403)
-	for _, f := range []*flow{bg, ia, def} {
-		f.wait(t)
+	for i, f := range []*flow{bg, ia, def} {
+		t.Logf("flow %d (%s): %.2f Mbit/s", i, []string{"background, greedy", "interactive, 1 Mbit/s", "no lane, 1 Mbit/s"}[i], f.wait(t)/1e6)
 	}
 	after, ok := l.e.LaneRTTs()
 	if !ok {

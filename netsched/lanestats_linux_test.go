@@ -20,7 +20,7 @@ func TestLaneStatsUDPOverload(t *testing.T) {
 	defer cancel()
 	iperfServer(t, ctx, tp, 5401)
 	cmd := command(t, ctx, tp.src, l.cg["capped"], "iperf3", "-c", tp.dstAddr, "-p", "5401", "-u", "-b", "20M", "-t", "4", "-l", "1200")
-	if err := startRT(cmd); err != nil {
+	if err := startRT(cmd, rtClient); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })

@@ -55,7 +55,7 @@ func loneFlow(t *testing.T, tp *topo, cgroup, cc string, port int, reverse bool)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout(4*loneSecs*time.Second))
 	defer cancel()
 	srv := command(t, ctx, tp.dst, "", "iperf3", "-s", "-1", "-J", "-i", "0.1", "-B", tp.dstAddr, "-p", fmt.Sprint(port))
-	if err := startRT(srv); err != nil {
+	if err := startRT(srv, rtServer); err != nil {
 		t.Fatalf("start iperf3 server: %v", err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
@@ -69,7 +69,7 @@ func loneFlow(t *testing.T, tp *topo, cgroup, cc string, port int, reverse bool)
 	cli := command(t, ctx, tp.src, cgroup, args...)
 	var out strings.Builder
 	cli.Stdout = &out
-	if err := startRT(cli); err != nil {
+	if err := startRT(cli, rtClient); err != nil {
 		t.Fatalf("start iperf3: %v", err)
 	}
 	if err := cli.Wait(); err != nil {

@@ -2,8 +2,10 @@
 // and their generated Go bindings: lanes.c, packet classification and the
 // network idletime gates, loaded by netsched; diskidle.c, foreground
 // detection on block_bio_queue for the disk idletime gates, loaded by
-// diskidle. Only those two packages import it (the daemon's side: the
-// CLI and the API types must not link it).
+// diskidle; ledbat.c, lanes' background TCP congestion control (a
+// struct_ops tcp_congestion_ops), registered by ledbat. Only those three
+// packages import it (the daemon's side: the CLI and the API types must
+// not link it).
 //
 // Regenerate with `go generate ./bpf` (needs clang, llvm and libbpf-dev);
 // the generated *_bpfel.go and *_bpfel.o files are committed so that a

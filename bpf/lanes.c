@@ -56,6 +56,11 @@
 //    sock_ops program does not hold: since Linux 6.x the stack resets the
 //    clamp from the receive buffer whenever the segments' truesize ratio
 //    changes, and a sock_ops program sees only slow-path packets.)
+//  - Congestion control: lanes_sockops, attached to lane cgroups, gives a
+//    new TCP connection (connect, or accepted) of a class lane_flags marks
+//    LANE_F_LEDBAT the congestion control lanes_ledbat (bpf/ledbat.c),
+//    unless its program chose one other than the host's default (the
+//    name in cc_default): a program's own choice wins.
 //  - Following: on a device in follow_of_dev, an incoming packet with DSCP
 //    LE or CS1 (QBone scavenger) whose local socket has no lanes label
 //    labels that socket (socket storage followed) with the device's follow
@@ -78,6 +83,7 @@
 #define LANE_F_IDLE 1    // an idletime background class
 #define LANE_F_MARK_LE 2 // egress packets get DSCP LE
 #define LANE_F_QUIET 4   // packets neither foreground nor background to the gates
+#define LANE_F_LEDBAT 8  // TCP sockets get lanes_ledbat (lanes_sockops)
 // Gate directions (struct idle_key.dir).
 #define DIR_EGRESS 0
 #define DIR_INGRESS 1
@@ -344,6 +350,51 @@ static __always_inline __u32 lane_flags_of(__u32 cls)
 {
 	__u32 *f = bpf_map_lookup_elem(&lane_flags, &cls);
 	return f ? *f : 0;
+}
+
+// cc_default holds the host's default congestion control's name (set by
+// netsched; empty: any socket's may be replaced).
+struct cc_name {
+	char name[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cc_name);
+} cc_default SEC(".maps");
+
+#define SOL_TCP 6
+
+SEC("sockops")
+int lanes_sockops(struct bpf_sock_ops *skops)
+{
+	static const char ledbat[] = "lanes_ledbat";
+	if (skops->op != BPF_SOCK_OPS_TCP_CONNECT_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
+		return 1;
+	struct bpf_sock *sk = skops->sk;
+	if (!sk)
+		return 1;
+	__u32 prio = sk->priority;
+	if (!is_lanes_class(prio) || !(lane_flags_of(prio) & LANE_F_LEDBAT))
+		return 1;
+	__u32 zero = 0;
+	struct cc_name *def = bpf_map_lookup_elem(&cc_default, &zero);
+	if (def && def->name[0]) {
+		struct cc_name cur = {};
+		if (bpf_getsockopt(skops, SOL_TCP, TCP_CONGESTION, cur.name, sizeof(cur.name)))
+			return 1;
+		int i;
+		for (i = 0; i < (int)sizeof(cur.name); i++) {
+			if (cur.name[i] != def->name[i])
+				return 1; // the program's own choice
+			if (!cur.name[i])
+				break;
+		}
+	}
+	bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, (void *)ledbat, sizeof(ledbat));
+	return 1;
 }
 
 // rtts are a TCP full socket's minimum and smoothed RTT, µs (0: unknown).

@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type LanesCcName struct {
+	_    structs.HostLayout
+	Name [16]int8
+}
+
 type LanesIdleGate struct {
 	_        structs.HostLayout
 	LastFgNs uint64
@@ -75,6 +80,7 @@ type LanesRxSock struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	LanesMapAutoLabel        = "auto_label"
+	LanesMapCcDefault        = "cc_default"
 	LanesMapFollowOfDev      = "follow_of_dev"
 	LanesMapFollowed         = "followed"
 	LanesMapIdleEvents       = "idle_events"
@@ -90,6 +96,7 @@ const (
 	LanesProgLanesEgress     = "lanes_egress"
 	LanesProgLanesIngress    = "lanes_ingress"
 	LanesProgLanesSockCreate = "lanes_sock_create"
+	LanesProgLanesSockops    = "lanes_sockops"
 )
 
 // LoadLanes returns the embedded CollectionSpec for Lanes.
@@ -137,6 +144,7 @@ type LanesProgramSpecs struct {
 	LanesEgress     *ebpf.ProgramSpec `ebpf:"lanes_egress"`
 	LanesIngress    *ebpf.ProgramSpec `ebpf:"lanes_ingress"`
 	LanesSockCreate *ebpf.ProgramSpec `ebpf:"lanes_sock_create"`
+	LanesSockops    *ebpf.ProgramSpec `ebpf:"lanes_sockops"`
 }
 
 // LanesMapSpecs contains maps before they are loaded into the kernel.
@@ -144,6 +152,7 @@ type LanesProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type LanesMapSpecs struct {
 	AutoLabel    *ebpf.MapSpec `ebpf:"auto_label"`
+	CcDefault    *ebpf.MapSpec `ebpf:"cc_default"`
 	FollowOfDev  *ebpf.MapSpec `ebpf:"follow_of_dev"`
 	Followed     *ebpf.MapSpec `ebpf:"followed"`
 	IdleEvents   *ebpf.MapSpec `ebpf:"idle_events"`
@@ -185,6 +194,7 @@ func (o *LanesObjects) Close() error {
 // It can be passed to LoadLanesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LanesMaps struct {
 	AutoLabel    *ebpf.Map `ebpf:"auto_label"`
+	CcDefault    *ebpf.Map `ebpf:"cc_default"`
 	FollowOfDev  *ebpf.Map `ebpf:"follow_of_dev"`
 	Followed     *ebpf.Map `ebpf:"followed"`
 	IdleEvents   *ebpf.Map `ebpf:"idle_events"`
@@ -202,6 +212,7 @@ type LanesMaps struct {
 func (m *LanesMaps) Close() error {
 	return _LanesClose(
 		m.AutoLabel,
+		m.CcDefault,
 		m.FollowOfDev,
 		m.Followed,
 		m.IdleEvents,
@@ -230,6 +241,7 @@ type LanesPrograms struct {
 	LanesEgress     *ebpf.Program `ebpf:"lanes_egress"`
 	LanesIngress    *ebpf.Program `ebpf:"lanes_ingress"`
 	LanesSockCreate *ebpf.Program `ebpf:"lanes_sock_create"`
+	LanesSockops    *ebpf.Program `ebpf:"lanes_sockops"`
 }
 
 func (p *LanesPrograms) Close() error {
@@ -237,6 +249,7 @@ func (p *LanesPrograms) Close() error {
 		p.LanesEgress,
 		p.LanesIngress,
 		p.LanesSockCreate,
+		p.LanesSockops,
 	)
 }
 

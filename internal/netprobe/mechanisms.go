@@ -84,6 +84,11 @@ type Net struct {
 	Ingress      error
 	IngressPorts error
 	Idle         error // idletime gates; else background is only the lowest priority
+	// CC is lanes_ledbat for lanes with net.cc = "ledbat" (BPF struct_ops
+	// and lanes' sock_ops program); else their sockets keep the host's
+	// default. CCRegistered: lanesd registered it (a plan asked for it).
+	CC           error
+	CCRegistered bool
 	// Loaded: lanes' BPF programs were loaded (by lanesd), not only the
 	// kernel's features probed.
 	Loaded bool
@@ -99,6 +104,7 @@ func Probe() Net {
 	if n.Ingress != nil {
 		n.IngressPorts = HaveIngressPorts()
 	}
+	n.CC = firstErr(n.Classifier, HaveStructOpsCC())
 	n.Idle = n.Classifier
 	if n.Idle == nil {
 		n.Idle = firstErr(HaveQdisc("tbf"), HaveIdleGateMaps())
@@ -164,7 +170,20 @@ func (n Net) Mechanisms(ifaces ...features.Mechanism) []features.Mechanism {
 		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "none: background lanes are only lowest-priority HTB classes (preemption interval 0)", Reason: n.Idle.Error()})
 	}
 	ms = append(ms, ifaces...)
-	return append(ms, features.Mechanism{Resource: "net background transport", Backend: "lowest HTB priority, borrows only idle capacity", Reason: "scavenger congestion control (struct_ops) not implemented yet", OK: true})
+	if n.CC == nil {
+		state := "registered when a plan has a lane with net.cc = \"ledbat\""
+		if n.CCRegistered {
+			state = "registered"
+		}
+		return append(ms, features.Mechanism{
+			Resource:  "net background transport",
+			Backend:   "lanes_ledbat (LEDBAT++-style delay-based TCP congestion control, BPF struct_ops) on the TCP sockets of lanes with net.cc = \"ledbat\", set by a cgroup sock_ops program and by lanes move; lowest HTB priority",
+			Preferred: true,
+			Reason:    "probed: struct_ops tcp_congestion_ops in the kernel's BTF; " + state,
+			OK:        true,
+		})
+	}
+	return append(ms, features.Mechanism{Resource: "net background transport", Backend: "lowest HTB priority, borrows only idle capacity; TCP sockets keep the host's default congestion control", Reason: fmt.Sprintf("lanes_ledbat unavailable: %v", n.CC), OK: true})
 }
 
 // bpfWhy says why the BPF mechanism what is not used.

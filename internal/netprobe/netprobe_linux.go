@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	ebpffeatures "github.com/cilium/ebpf/features"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -161,6 +162,27 @@ func HaveBPFMmapableArray() error {
 	const name = "bpf mmapable array"
 	return bpfHelperProbes.Get(name, func() error {
 		return bpfAnswer(name, ebpffeatures.HaveMapFlag(ebpffeatures.BPF_F_MMAPABLE))
+	}).Result()
+}
+
+// HaveStructOpsCC says whether TCP congestion controls can be written in
+// BPF (struct_ops programs and the kernel's tcp_congestion_ops struct_ops
+// type in its BTF): what lanes' background congestion control needs.
+func HaveStructOpsCC() error {
+	const name = "bpf struct_ops tcp_congestion_ops"
+	return bpfHelperProbes.Get(name, func() error {
+		if err := ebpffeatures.HaveProgramType(ebpf.StructOps); err != nil {
+			return bpfAnswer(name, err)
+		}
+		spec, err := btf.LoadKernelSpec()
+		if err != nil {
+			return features.Missing(name, "kernel BTF (CONFIG_DEBUG_INFO_BTF)", err)
+		}
+		var st *btf.Struct
+		if err := spec.TypeByName("bpf_struct_ops_tcp_congestion_ops", &st); err != nil {
+			return features.Missing(name, "Linux 5.6 (CONFIG_BPF_JIT, TCP congestion controls in BPF)", err)
+		}
+		return nil
 	}).Result()
 }
 

@@ -41,3 +41,9 @@ func HaveBPFMmapableArray() error { return features.Missing("bpf mmapable array"
 
 // DefaultRouteLink is unsupported off Linux.
 func DefaultRouteLink() (Link, error) { return Link{}, features.Missing("network links", "Linux", nil) }
+
+// HaveStructOpsCC says whether TCP congestion controls can be written in
+// BPF.
+func HaveStructOpsCC() error {
+	return features.Missing("bpf struct_ops tcp_congestion_ops", "Linux", nil)
+}

@@ -199,6 +199,7 @@ type fileLaneNet struct {
 	Idletime *bool   `toml:"idletime"`
 	Preempts *bool   `toml:"preempts"`
 	Ports    []any   `toml:"ports"`
+	CC       *string `toml:"cc"`
 }
 
 type fileRule struct {
@@ -619,6 +620,14 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 		}
 		if n.Ports != nil {
 			l.Net.Ports = v.ports(key+".net.ports", n.Ports)
+		}
+		if n.CC != nil {
+			switch *n.CC {
+			case "", CCLedbat:
+				l.Net.CC = *n.CC
+			default:
+				v.add(key+".net.cc", "unknown congestion control %q: want \"ledbat\" (lanes' delay-based background transport) or \"\" (the host's default)", *n.CC)
+			}
 		}
 	}
 }

@@ -46,7 +46,7 @@ func TestDefault(t *testing.T) {
 	}{
 		{Interactive, CPU{Weight: 1000}, Disk{Class: IOBestEffort, Level: 0}, Net{Priority: 0}},
 		{Normal, CPU{Weight: 100}, Disk{Class: IOBestEffort, Level: 4}, Net{Priority: 1}},
-		{Background, CPU{Weight: 1, Idle: true}, Disk{Class: IOIdle}, Net{Priority: 7, Borrow: true, Idletime: true}},
+		{Background, CPU{Weight: 1, Idle: true}, Disk{Class: IOIdle}, Net{Priority: 7, Borrow: true, Idletime: true, CC: CCLedbat}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,7 +127,7 @@ cpu.idle = true
 		// table that is given.
 		{Interactive, Lane{Name: Interactive, Unprivileged: true, CPU: CPU{Weight: 1000, CapPercent: 50}, Disk: Disk{Class: IOBestEffort}, Net: Net{Priority: 0}, Line: 6}},
 		{Normal, Lane{Name: Normal, Unprivileged: true, CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}}},
-		{Background, Lane{Name: Background, Unprivileged: true, CPU: CPU{Weight: 1, Idle: true}, Disk: Disk{Class: IOIdle, Level: 3}, Net: Net{Priority: 7, Borrow: true, Idletime: true, Rate: 1_000_000}, Line: 9}},
+		{Background, Lane{Name: Background, Unprivileged: true, CPU: CPU{Weight: 1, Idle: true}, Disk: Disk{Class: IOIdle, Level: 3}, Net: Net{Priority: 7, Borrow: true, Idletime: true, Rate: 1_000_000, CC: CCLedbat}, Line: 9}},
 		// User lanes start from the built-in normal lane, privileged.
 		{"video", Lane{Name: "video", CPU: CPU{Weight: 100}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond}, Line: 13}},
 		{"batch", Lane{Name: "batch", CPU: CPU{Weight: 100, Idle: true}, Disk: Disk{Class: IOBestEffort, Level: 4}, Net: Net{Priority: 1}, Line: 16}},
@@ -548,6 +548,8 @@ pi_max = "50ms"`, idletime.Adaptive, 0},
 		{"[lanes.background]\nnet = { preempts = true }", `t.toml:2: lanes.background.net.preempts: an idletime lane's packets are background`},
 		{"[lanes.normal]\nnet = { preempts = false }", `lanes.normal.net.preempts: the default lane's packets always preempt`},
 		{"[lanes.interactive]\nnet = { preempts = 0 }", `lanes.interactive`},
+		{"[lanes.background]\nnet = { cc = \"bbr\" }", `t.toml:2: lanes.background.net.cc: unknown congestion control "bbr"`},
+		{"[lanes.background]\nnet = { cc = 1 }", `lanes.background`},
 		{"[net.idletime]\npi_rtt = \"srtt\"", `t.toml:2: net.idletime.pi_rtt: unknown RTT "srtt" (want "min" or "smoothed")`},
 	}
 	for _, tc := range bad {
@@ -555,5 +557,18 @@ pi_max = "50ms"`, idletime.Adaptive, 0},
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.text, err, tc.want)
 		}
+	}
+}
+
+func TestNetCC(t *testing.T) {
+	c, err := Parse("t.toml", []byte("[lanes.background]\nnet = { cc = \"ledbat\" }\n[lanes.bulk]\nnet = { priority = 6, cc = \"\" }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Lanes["background"].Net.CC; got != CCLedbat {
+		t.Errorf("background net.cc %q, want %q", got, CCLedbat)
+	}
+	if got := c.Lanes["bulk"].Net.CC; got != "" {
+		t.Errorf("bulk net.cc %q, want the host's default", got)
 	}
 }

@@ -136,7 +136,15 @@ type Net struct {
 	// by their socket's lane (no BPF), TCP and UDP packets from or to these
 	// ports go to the lane. No two lanes' rules overlap.
 	Ports []PortRule
+	// CC is the congestion control given to the lane's TCP sockets: ""
+	// (the host's default, or what the program chose) or CCLedbat (lanes'
+	// delay-based background congestion control, package ledbat). A
+	// program's own choice (TCP_CONGESTION) wins.
+	CC string
 }
+
+// CCLedbat is net.cc's delay-based background congestion control.
+const CCLedbat = "ledbat"
 
 // NetGlobal holds network settings that are not per lane.
 type NetGlobal struct {

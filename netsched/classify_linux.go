@@ -76,6 +76,7 @@ func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error {
 		}
 		e.cgLinks[cgroupV2Dir] = l
 	}
+	e.attachSockops(cgroupV2Dir)
 	e.bound[laneName] = boundLane{dir: cgroupV2Dir, cgid: id}
 	if clsErr != nil {
 		e.logf("netsched: lane %s: cgroup %s (id %d) bound, class pending: %v", laneName, cgroupV2Dir, id, clsErr)
@@ -106,6 +107,9 @@ func (e *Enforcer) unbind(laneName string) error {
 			errs = append(errs, fmt.Errorf("detach sock_create from %s: %w", b.dir, err))
 		}
 		delete(e.cgLinks, b.dir)
+	}
+	if err := e.detachSockops(b.dir); err != nil {
+		errs = append(errs, err)
 	}
 	delete(e.bound, laneName)
 	return errors.Join(errs...)
@@ -218,6 +222,9 @@ func (e *Enforcer) relabel(pidfd, fd int, cls uint32) (bool, error) {
 	}
 	if err := e.objs.AutoLabel.Update(uint32(dup), cls, ebpf.UpdateAny); err != nil {
 		return false, fmt.Errorf("record lanes' label: %w", err)
+	}
+	if _, err := e.moveCC(dup, cls); err != nil {
+		return true, fmt.Errorf("congestion control: %w", err)
 	}
 	return true, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/ledbat"
 	"github.com/lanes-qos/lanes/state"
 )
 
@@ -43,7 +44,12 @@ type Enforcer struct {
 	objs    *lanesbpf.LanesObjects
 	ifaces  map[string]*ifaceState
 	cgLinks map[string]link.Link // cgroup dir -> sock_create attachment
-	bound   map[string]boundLane // lane -> its cgroup
+	// opsLinks: cgroup dir -> sock_ops attachment (net.cc, cc_linux.go).
+	opsLinks  map[string]link.Link
+	ledbat    *ledbat.Registration // lanes_ledbat, once a plan asked for it
+	ledbatErr error                // why lanes_ledbat could not be registered
+	ccDefault string               // the host's default congestion control
+	bound     map[string]boundLane // lane -> its cgroup
 	// tuned holds controllers' run-time changes of lanes' classes
 	// (tune_linux.go), which buildTree keeps.
 	tuned  map[tuneKey]rates
@@ -98,14 +104,15 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		opt(&o)
 	}
 	e := &Enforcer{
-		opts:    o,
-		logf:    logf,
-		ns:      netns.None(),
-		ifaces:  map[string]*ifaceState{},
-		cgLinks: map[string]link.Link{},
-		bound:   map[string]boundLane{},
-		tuned:   map[tuneKey]rates{},
-		refused: map[string]error{},
+		opts:     o,
+		logf:     logf,
+		ns:       netns.None(),
+		ifaces:   map[string]*ifaceState{},
+		cgLinks:  map[string]link.Link{},
+		opsLinks: map[string]link.Link{},
+		bound:    map[string]boundLane{},
+		tuned:    map[tuneKey]rates{},
+		refused:  map[string]error{},
 	}
 	var err error
 	if o.netnsPath != "" {
@@ -168,6 +175,13 @@ func (e *Enforcer) Leaf() LeafKind { return e.leaf }
 // the shaped links and the root trees lanes kept or replaced).
 func (e *Enforcer) Mechanisms() []features.Mechanism {
 	n := netprobe.Net{HTB: e.htbErr, FqCodel: e.fqErr, Classifier: e.clsErr, Ingress: e.ingErr, Idle: e.idleErr, Loaded: true}
+	n.CC = firstErr(e.clsErr, netprobe.HaveStructOpsCC())
+	e.mu.Lock()
+	if e.ledbatErr != nil {
+		n.CC = e.ledbatErr
+	}
+	n.CCRegistered = e.ledbat != nil
+	e.mu.Unlock()
 	if e.ports.ingress {
 		n.Ingress = e.ports.ingWhy
 	} else if e.ingErr != nil {
@@ -200,6 +214,7 @@ func (e *Enforcer) Close() error {
 		}
 	}
 	e.cgLinks = nil
+	errs = append(errs, e.closeLedbat()...)
 	for _, st := range e.ifaces {
 		if err := e.closeGates(st); err != nil {
 			errs = append(errs, err)

@@ -24,6 +24,7 @@ import (
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
 	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/internal/monoclock"
+	"github.com/lanes-qos/lanes/lane"
 )
 
 // Idletime on the network (seed 003's preemption intervals), the kernel
@@ -434,6 +435,9 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 		}
 		if c.Quiet {
 			f |= laneFlagQuiet
+		}
+		if c.CC == lane.CCLedbat && e.ledbatUsable() {
+			f |= laneFlagLedbat
 		}
 		var err error
 		if f != 0 {

@@ -138,6 +138,9 @@ type Class struct {
 	// Ports are the lane's port rules (net.ports), installed as u32
 	// filters only where packets cannot be classified by BPF.
 	Ports []lane.PortRule `json:"ports,omitempty"`
+	// CC is the congestion control the lane's TCP sockets get (net.cc):
+	// "" (the host's default) or lane.CCLedbat.
+	CC string `json:"cc,omitempty"`
 }
 
 // Plan is the desired tree of one interface. The same tree is built on the
@@ -392,6 +395,7 @@ func buildTree(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 			LeafHandle: ClassID(leafMajorBase+minor, 0),
 			Target:     n.Target,
 			Ports:      slices.Clone(n.Ports),
+			CC:         n.CC,
 		}
 		if n.Ceil != 0 {
 			c.Ceil = min(n.Ceil, link)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -34,15 +35,18 @@ func Available() error { return netprobe.HaveStructOpsCC() }
 
 // Register loads lanes_ledbat and registers it with the kernel, through a
 // BPF link where the kernel has struct_ops links and by the map's update
-// before that. If a congestion control called Name is registered already
-// (another lanesd, or one that crashed while sockets still use it), that
-// one is used and the returned Registration's Close leaves it.
+// before that. If a live process registered a congestion control called
+// Name already (another lanesd, a test), that one is used and the returned
+// Registration's Close leaves it; one that a lanesd which crashed left
+// registered (before Linux 6.4: unregisterStale) is unregistered first.
 func Register() (*Registration, error) {
 	if err := Available(); err != nil {
 		return nil, fmt.Errorf("register %s: %w", Name, err)
 	}
 	if Registered() {
-		return &Registration{shared: true}, nil
+		if !unregisterStale() {
+			return &Registration{shared: true}, nil
+		}
 	}
 	spec, err := lanesbpf.LoadLedbat()
 	if err != nil {
@@ -54,7 +58,8 @@ func Register() (*Registration, error) {
 	viaLink := true
 	if err != nil && (errors.Is(err, unix.EINVAL) || errors.Is(err, ebpf.ErrNotSupported)) {
 		// Before Linux 6.4 a struct_ops map cannot have BPF_F_LINK: the
-		// map's update registers it, and closing it unregisters.
+		// map's update registers it, and only deleting its element
+		// unregisters (the registration holds the map).
 		spec.Maps["lanes_ledbat"].Flags &^= bpfFLink
 		if c, err2 := ebpf.NewCollection(spec); err2 == nil {
 			coll, err, viaLink = c, nil, false
@@ -100,12 +105,75 @@ func (r *Registration) Close() error {
 	if r.link != nil {
 		errs = append(errs, r.link.Close())
 		r.link = nil
+	} else if r.coll != nil {
+		if err := r.coll.Maps["lanes_ledbat"].Delete(uint32(0)); err != nil {
+			errs = append(errs, fmt.Errorf("unregister %s: %w", Name, err))
+		}
 	}
 	if r.coll != nil {
 		r.coll.Close()
 		r.coll = nil
 	}
 	return errors.Join(errs...)
+}
+
+// unregisterStale removes a registration of lanes_ledbat that no process
+// holds any more and says whether it did. Before Linux 6.4 a struct_ops
+// map is registered by its update and stays registered, and the map alive,
+// after the process that registered it exits: a lanesd that crashed leaves
+// it. Such a map is one no process has a file descriptor of; deleting its
+// element unregisters it (sockets using it keep it until they close). A
+// registration through a BPF link ends with the link's process.
+func unregisterStale() bool {
+	removed := false
+	for id, err := ebpf.MapGetNextID(0); err == nil; id, err = ebpf.MapGetNextID(id) {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			continue
+		}
+		info, err := m.Info()
+		if err == nil && info.Type == ebpf.StructOpsMap && info.Name == "lanes_ledbat" && info.Flags&bpfFLink == 0 &&
+			!mapHeld(id, m.FD()) && m.Delete(uint32(0)) == nil {
+			removed = true
+		}
+		m.Close()
+	}
+	return removed && !Registered()
+}
+
+// mapHeld says whether any process has a file descriptor of BPF map id,
+// other than this process's descriptor except.
+func mapHeld(id ebpf.MapID, except int) bool {
+	self := os.Getpid()
+	want := fmt.Sprintf("map_id:\t%d\n", id)
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // cannot tell: leave it
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		dir := fmt.Sprintf("/proc/%d/fd", pid)
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if n, _ := strconv.Atoi(fd.Name()); pid == self && n == except {
+				continue
+			}
+			if target, err := os.Readlink(dir + "/" + fd.Name()); err != nil || target != "anon_inode:bpf-map" {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name()))
+			if err == nil && strings.Contains(string(b), want) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 const (

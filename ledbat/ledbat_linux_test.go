@@ -292,6 +292,46 @@ func TestLoss(t *testing.T) {
 
 // Registered, lanes_ledbat carries a real connection over loopback in a
 // throwaway network namespace; closed, it is gone.
+// A registration made by the map's update (the way before Linux 6.4)
+// outlives its process; Register unregisters such a stale one, registers
+// its own, and Close unregisters that.
+func TestRegisterRemovesStale(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFeature(t, "bpf struct_ops congestion control", Available)
+	if Registered() {
+		t.Skip("lanes_ledbat is registered by another process (a running lanesd)")
+	}
+	spec, err := lanesbpf.LoadLedbat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(spec.Programs, "ledbat_test")
+	delete(spec.Maps, "ledbat_test_io")
+	spec.Maps["lanes_ledbat"].Flags &^= bpfFLink
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		t.Skipf("no struct_ops registration by the map's update here: %v", err)
+	}
+	coll.Close() // as a crashed process's descriptors are
+	t.Cleanup(func() { unregisterStale() })
+	if !Registered() {
+		t.Fatal("a registration by the map's update ended with its descriptors; the premise of this test does not hold")
+	}
+	r, err := Register()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Shared() || !Registered() {
+		t.Fatalf("Register beside a stale registration: shared %v, registered %v; want its own", r.Shared(), Registered())
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if Registered() {
+		t.Fatal("still registered after Close")
+	}
+}
+
 func TestRegister(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireFeature(t, "bpf struct_ops congestion control", Available)

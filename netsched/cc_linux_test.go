@@ -77,7 +77,7 @@ func TestLaneCC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(40*time.Second))
 	defer cancel()
 	cases := []struct {
 		lane, cc, want string
@@ -96,7 +96,7 @@ func TestLaneCC(t *testing.T) {
 
 	// A connection opened in normal, then its process moved to background
 	// and back: lanes_ledbat, then the default again.
-	f := ccFlow(t, ctx, tp, l.cg[lane.Normal], 5510, 4, "")
+	f := ccFlow(t, ctx, tp, l.cg[lane.Normal], 5510, int(timeout(4*time.Second).Seconds()), "")
 	pid := f.cmd.Process.Pid
 	ccOf := func() string {
 		// iperf3 runs under `ip netns exec`, which execs it: pid is iperf3.
@@ -108,7 +108,7 @@ func TestLaneCC(t *testing.T) {
 		}
 		return ""
 	}
-	waitFor(t, 5*time.Second, "the flow's data connection", func() bool { return ccOf() != "" })
+	waitFor(t, timeout(5*time.Second), "the flow's data connection", func() bool { return ccOf() != "" })
 	if got := ccOf(); got != def {
 		t.Fatalf("before the move: %q, want the default %q", got, def)
 	}

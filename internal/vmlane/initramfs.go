@@ -30,12 +30,15 @@ var DefaultModules = []string{
 	// vishvananda/netlink's handles open XFRM and netfilter sockets too;
 	// a user's machine autoloads these on first use.
 	"xfrm_user", "nfnetlink",
+	// ss reads sockets' details (their congestion control) through
+	// sock_diag; without these it falls back to /proc/net/tcp.
+	"inet_diag", "tcp_diag",
 }
 
 // DefaultTools are host programs copied into the guest with their shared
 // libraries; the optional ones only when the host has them.
 var (
-	DefaultTools  = []string{"ip", "tc"}
+	DefaultTools  = []string{"ip", "tc", "ss"}
 	OptionalTools = []string{
 		"dash", "bash", "ethtool", "iperf3", "bpftool", "irtt", "fio", "stress-ng", "useradd", "userdel",
 		// Busybox applets that run other programs prefer busybox's own

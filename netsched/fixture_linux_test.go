@@ -112,7 +112,13 @@ func newTopo(t testing.TB, bottleneck bool, opts ...topoOpt) *topo {
 	if bottleneck {
 		for _, dev := range []string{"v-rs", "v-rd"} {
 			run(t, "tc", "-n", tp.rtr, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1")
-			run(t, "tc", "-n", tp.rtr, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "20mbit", "ceil", "20mbit")
+			// Buckets of 20 ms (50 kB): tc's default on a high-resolution
+			// clock is 1,600 bytes, and each time the host wakes HTB's
+			// watchdog late the tokens beyond it are lost, so the router
+			// slowed below lanes' 19 Mbit/s while this VM's timers ran
+			// 8 ms late and the queue moved from lanes' tree to here.
+			run(t, "tc", "-n", tp.rtr, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "20mbit", "ceil", "20mbit",
+				"burst", "50000", "cburst", "50000")
 			run(t, "tc", "-n", tp.rtr, "qdisc", "add", "dev", dev, "parent", "1:1", "pfifo", "limit", "500")
 		}
 	}

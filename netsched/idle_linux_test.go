@@ -2,6 +2,7 @@ package netsched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -168,6 +169,25 @@ func udpFlood(t *testing.T, fd int, to unix.Sockaddr, paced bool) (stop func()) 
 	})
 }
 
+// connect connects the blocking socket fd to sa. A signal (the Go
+// runtime preempts goroutines with SIGURG) interrupts a blocking connect
+// with EINTR while the handshake goes on: it is polled until done.
+func connect(t *testing.T, fd int, sa unix.Sockaddr) {
+	t.Helper()
+	deadline := time.Now().Add(timeout(10 * time.Second))
+	for {
+		err := unix.Connect(fd, sa)
+		switch {
+		case err == nil || errors.Is(err, unix.EISCONN):
+			return
+		case (errors.Is(err, unix.EINTR) || errors.Is(err, unix.EALREADY)) && time.Now().Before(deadline):
+			time.Sleep(time.Millisecond)
+		default:
+			t.Fatalf("connect: %v", err)
+		}
+	}
+}
+
 // tcpBulk connects from src (with SO_PRIORITY prio) to a discarding
 // receiver in dst on port and writes until stopped.
 func tcpBulk(t *testing.T, tp *topo, port int, prio uint32) (stop func()) {
@@ -181,9 +201,7 @@ func tcpBulk(t *testing.T, tp *topo, port int, prio uint32) (stop func()) {
 		t.Fatal(err)
 	}
 	cli := nsSocket(t, tp.src, unix.SOCK_STREAM, prio)
-	if err := unix.Connect(cli, inet4(dstAddr, port)); err != nil {
-		t.Fatalf("connect: %v", err)
-	}
+	connect(t, cli, inet4(dstAddr, port))
 	var conn atomic.Int64
 	conn.Store(-1)
 	rbuf := make([]byte, 1<<16)
@@ -528,9 +546,7 @@ func TestIdleForegroundRTT(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli := nsSocket(t, tp.src, unix.SOCK_STREAM, 0)
-	if err := unix.Connect(cli, inet4(dstAddr, 6122)); err != nil {
-		t.Fatalf("connect: %v", err)
-	}
+	connect(t, cli, inet4(dstAddr, 6122))
 	if _, err := unix.Write(cli, make([]byte, 1000)); err != nil {
 		t.Fatal(err)
 	}

@@ -29,9 +29,9 @@ func TestS1Short(t *testing.T) {
 	if msg, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build lanes and lanesd: %v\n%s", err, msg)
 	}
-	// A run whose emulator woke more than lateLimit late at p99 in an arm
-	// that missed its bar measured the host, not the arm: the link's own
-	// delay is 10 ms each way. Such a run is repeated once; a second one
+	// A run whose emulator woke more than lateLimit late at p99 in any
+	// phase, when an arm missed its bar, measured the host, not the arm:
+	// the link's own delay is 10 ms each way. Such a run is repeated once; a second one
 	// counts whatever the host did.
 	const lateLimit = 20e3 // µs
 	var (
@@ -62,10 +62,16 @@ func TestS1Short(t *testing.T) {
 		if err := json.Unmarshal(data, &res); err != nil {
 			t.Fatal(err)
 		}
+		// The worst lateness of any phase: the foreground alone, which
+		// every arm's share is measured against, counts too.
+		var worst time.Duration
+		for _, p := range res.Phases {
+			worst = max(worst, p.Link.Up.Lateness.P99, p.Link.Down.Lateness.P99)
+		}
 		late := ""
 		for _, a := range res.Summary {
-			if missed := s1Bar(a.Arm, a.FgKept) != ""; missed && a.LatenessUs.Mean > lateLimit {
-				late = fmt.Sprintf("arm %s missed its bar while the emulator woke %.0f µs late at p99", a.Arm, a.LatenessUs.Mean)
+			if s1Bar(a.Arm, a.FgKept) != "" && float64(worst)/1e3 > lateLimit {
+				late = fmt.Sprintf("arm %s missed its bar while the emulator woke up to %v late at p99 in a phase", a.Arm, worst.Round(time.Microsecond))
 			}
 		}
 		if late == "" || try == 2 {

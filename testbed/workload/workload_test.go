@@ -356,8 +356,11 @@ func TestIRTTDump(t *testing.T) {
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatalf("kept output: %v", err)
 	}
-	if len(out.RoundTrips) < 90 || len(out.RoundTrips) < r.Count {
-		t.Errorf("kept %d round trips, the result counted %d; want about 100", len(out.RoundTrips), r.Count)
+	// The dump keeps every round trip the result counted. How many irtt
+	// sent in the second (about 100 at 10 ms) depends on how busy the host
+	// is: a busy one delays irtt's sends (81 once while a build ran).
+	if r.Count < 20 || len(out.RoundTrips) < r.Count {
+		t.Errorf("kept %d round trips, the result counted %d; want all of at least 20", len(out.RoundTrips), r.Count)
 	}
 }
 

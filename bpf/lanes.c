@@ -61,6 +61,11 @@
 //    LANE_F_LEDBAT the congestion control lanes_ledbat (bpf/ledbat.c),
 //    unless its program chose one other than the host's default (the
 //    name in cc_default): a program's own choice wins.
+//  - Marking per socket: lanes_sockops also gives such a connection of a
+//    class marked LANE_F_MARK_LE DSCP LE as its own IP_TOS/IPV6_TCLASS
+//    (a program's own DSCP wins), so its packets leave marked where no
+//    lanes_egress runs (no interface shaped); sockmark.c does the same
+//    for UDP sockets when they connect or send.
 //  - Following: on a device in follow_of_dev, an incoming packet with DSCP
 //    LE or CS1 (QBone scavenger) whose local socket has no lanes label
 //    labels that socket (socket storage followed) with the device's follow
@@ -84,6 +89,7 @@
 #define LANE_F_MARK_LE 2 // egress packets get DSCP LE
 #define LANE_F_QUIET 4   // packets neither foreground nor background to the gates
 #define LANE_F_LEDBAT 8  // TCP sockets get lanes_ledbat (lanes_sockops)
+#define LANE_F_RLEDBAT 16 // TCP sockets bound their receive window (rledbat.c)
 // Gate directions (struct idle_key.dir).
 #define DIR_EGRESS 0
 #define DIR_INGRESS 1
@@ -367,6 +373,8 @@ struct {
 
 #define SOL_TCP 6
 
+#include "sockmark.h"
+
 SEC("sockops")
 int lanes_sockops(struct bpf_sock_ops *skops)
 {
@@ -376,8 +384,21 @@ int lanes_sockops(struct bpf_sock_ops *skops)
 	struct bpf_sock *sk = skops->sk;
 	if (!sk)
 		return 1;
-	__u32 prio = sk->priority;
-	if (!is_lanes_class(prio) || !(lane_flags_of(prio) & LANE_F_LEDBAT))
+	// The socket's class: its priority, or where that is not a lanes
+	// class (its program set a priority of its own, or an IP_TOS, which
+	// sets the priority too) the class lanes gave it at creation, as the
+	// egress classifier falls back to the socket's cgroup.
+	__u32 prio = sk->priority, cls = prio;
+	if (!is_lanes_class(cls)) {
+		__u32 *label = bpf_sk_storage_get(&auto_label, sk, 0, 0);
+		if (!label || !is_lanes_class(*label))
+			return 1;
+		cls = *label;
+	}
+	__u32 flags = lane_flags_of(cls);
+	if (flags & LANE_F_MARK_LE)
+		sock_mark_le(skops, skops->family, prio);
+	if (!(flags & LANE_F_LEDBAT))
 		return 1;
 	__u32 zero = 0;
 	struct cc_name *def = bpf_map_lookup_elem(&cc_default, &zero);

@@ -42,7 +42,10 @@
 char __license[] SEC("license") = "GPL";
 
 #define Q 65536LL
-#define TARGET_US 60000U
+// target_us is TARGET, the queueing delay the window steers to, µs:
+// LEDBAT++'s 60 ms here, and what package ledbat sets (lanesd: [net.ledbat]
+// target) once the program is loaded; it may change while sockets use it.
+volatile __u32 target_us = 60000;
 #define BASE_BUCKETS 10
 #define CUR_SAMPLES 4
 #define BUCKET_MS 60000U
@@ -157,7 +160,7 @@ static __always_inline __s64 lb_gain(__u32 base_us)
 {
 	__u32 div = MAX_GAIN_DIV;
 	if (base_us && base_us != NO_DELAY) {
-		__u64 d = (2ULL * TARGET_US + base_us - 1) / base_us;
+		__u64 d = (2ULL * target_us + base_us - 1) / base_us;
 		if (d < div)
 			div = d;
 		if (div < 1)
@@ -245,7 +248,7 @@ static __always_inline void lb_ack(struct ledbat *s, struct ledbat_vars *v, __u3
 		break;
 	case PH_SLOW_START:
 	case PH_RAMP:
-		if (qd != NO_DELAY && qd * 4 > TARGET_US * 3) {
+		if (qd != NO_DELAY && qd * 4 > target_us * 3) {
 			lb_avoid_from(s, v);
 			break;
 		}
@@ -270,8 +273,8 @@ static __always_inline void lb_ack(struct ledbat *s, struct ledbat_vars *v, __u3
 			break;
 		__s64 w = v->cwnd;
 		__s64 d = gain; // per RTT, Q units of packets
-		if (qd > TARGET_US) {
-			__s64 excess = ((__s64)qd * Q) / TARGET_US - Q; // qd/T - 1
+		if (qd > target_us) {
+			__s64 excess = ((__s64)qd * Q) / target_us - Q; // qd/T - 1
 			d = gain - w * excess;
 			if (d < -w * Q / 2)
 				d = -w * Q / 2;

@@ -24,6 +24,7 @@ const (
 	LedbatProgLedbatSsthresh  = "ledbat_ssthresh"
 	LedbatProgLedbatTest      = "ledbat_test"
 	LedbatProgLedbatUndoCwnd  = "ledbat_undo_cwnd"
+	LedbatVarTargetUs         = "target_us"
 )
 
 // LoadLedbat returns the embedded CollectionSpec for Ledbat.
@@ -88,6 +89,7 @@ type LedbatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LedbatVariableSpecs struct {
+	TargetUs *ebpf.VariableSpec `ebpf:"target_us"`
 }
 
 // LedbatObjects contains all objects after they have been loaded into the kernel.
@@ -125,6 +127,7 @@ func (m *LedbatMaps) Close() error {
 //
 // It can be passed to LoadLedbatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LedbatVariables struct {
+	TargetUs *ebpf.Variable `ebpf:"target_us"`
 }
 
 // LedbatPrograms contains all programs after they have been loaded into the kernel.

@@ -3,6 +3,8 @@ package bpf
 import (
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
@@ -34,6 +36,31 @@ func TestLoad(t *testing.T) {
 	} {
 		if m == nil {
 			t.Errorf("map %s not created", name)
+		}
+	}
+}
+
+// TestLoadSockmark loads the UDP marking programs, with lanes' lane_flags
+// passed in as the kernel will get it from netsched.
+func TestLoadSockmark(t *testing.T) {
+	testutil.RequireRoot(t)
+	var lanes LanesObjects
+	if err := LoadLanesObjects(&lanes, nil); err != nil {
+		t.Fatalf("load lanes objects: %v", err)
+	}
+	defer lanes.Close()
+	var objs SockmarkObjects
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"lane_flags": lanes.LaneFlags, "auto_label": lanes.AutoLabel}}
+	if err := LoadSockmarkObjects(&objs, opts); err != nil {
+		t.Fatalf("load sockmark objects: %v", err)
+	}
+	defer objs.Close()
+	for name, p := range map[string]*ebpf.Program{
+		"lanes_connect4": objs.LanesConnect4, "lanes_connect6": objs.LanesConnect6,
+		"lanes_sendmsg4": objs.LanesSendmsg4, "lanes_sendmsg6": objs.LanesSendmsg6,
+	} {
+		if p == nil {
+			t.Errorf("program %s not loaded", name)
 		}
 	}
 }

@@ -373,11 +373,16 @@ func (d *Daemon) serveProcs(w http.ResponseWriter, r *http.Request) (any, *api.E
 func (d *Daemon) mechanisms() []api.Mechanism {
 	m := wireMechanisms(append(d.engine.Mechanisms(), diskidle.IdleMechanism(d.engine.H)))
 	d.applyMu.Lock()
-	if d.net != nil {
-		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)
-	} else {
+	switch {
+	case d.net == nil:
 		m = append(m, api.Mechanism{Resource: "network", Backend: "off", OK: true,
-			Reason: "no [net] rate in the config: lanes does not shape traffic"})
+			Reason: "no [net] rate in the config and no lane asks for a congestion control or marking"})
+	case d.net.socketsOnly:
+		m = append(m, api.Mechanism{Resource: "network", Backend: "per socket only: nothing shaped", OK: true,
+			Reason: "no [net] rate in the config: lanes' sockets get their lane's congestion control and DSCP marking, no interface is shaped"})
+		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)
+	default:
+		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)
 	}
 	d.applyMu.Unlock()
 	m = append(m, api.Mechanism{Resource: "process events", Backend: d.events,

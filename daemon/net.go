@@ -23,6 +23,8 @@ type network struct {
 	// idle runs the preemption intervals of the interfaces' idletime
 	// lanes ([net.idletime]); nil when pi is off.
 	idle *idleRun
+	// socketsOnly: no [net] rate, only the socket plan applies.
+	socketsOnly bool
 }
 
 // cleanNetRecords gives back what the recorded interfaces held before a
@@ -52,18 +54,26 @@ func (d *Daemon) netLinks() []api.NetLink {
 	return out
 }
 
-// applyNet makes the network match cfg. With no [net] rate, network
-// enforcement is off (and whatever this daemon shaped is undone). An
-// interface that fails becomes a health entry; the daemon carries on.
+// applyNet makes the network match cfg. Every lane's sockets get the
+// socket plan (net.cc, DSCP LE on background), shaped or not. With no
+// [net] rate nothing is shaped (whatever this daemon shaped is undone);
+// with no socket work either, network enforcement is off. An interface
+// that fails becomes a health entry; the daemon carries on.
 func (d *Daemon) applyNet(cfg *lane.Config) error {
-	if cfg.Net.Rate == 0 {
+	sp, err := netsched.BuildSocketPlan(cfg)
+	if err != nil {
+		return fmt.Errorf("net: %w", err)
+	}
+	if cfg.Net.Rate == 0 && !sp.Acts() {
 		d.stopNet()
 		d.setHealth("net-off", "")
 		return nil
 	}
-	ifaces, err := netsched.Interfaces(cfg)
-	if err != nil {
-		return err
+	var ifaces []string
+	if cfg.Net.Rate != 0 {
+		if ifaces, err = netsched.Interfaces(cfg); err != nil {
+			return err
+		}
 	}
 	classifier := netsched.ClassifierOf(cfg)
 	if d.net != nil && d.net.classifier != classifier {
@@ -80,6 +90,22 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		d.net = &network{e: e, classifier: classifier}
 		d.engine.SetNet(e)
 	}
+	d.net.socketsOnly = cfg.Net.Rate == 0
+	if cfg.Net.Rate == 0 {
+		// Sockets only: the trees go first, so that their classes'
+		// flags go with them.
+		d.net.idle.end()
+		d.net.idle = nil
+		for _, iface := range slices.Clone(d.net.ifaces) {
+			d.removeIface(iface)
+		}
+		d.net.ifaces = nil
+		d.setHealth("net-idletime", "")
+		if err := d.net.e.ApplySockets(sp); err != nil {
+			return fmt.Errorf("net: %w", err)
+		}
+		return nil
+	}
 	// Build every plan first: a bad config changes nothing.
 	caps := d.net.e.Caps()
 	if caps.Idletime != nil && netsched.WantsIdletime(cfg) {
@@ -95,6 +121,9 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		}
 		plans[iface] = p
 		gates = gates || p.Idle()
+	}
+	if err := d.net.e.ApplySockets(sp); err != nil {
+		return fmt.Errorf("net: %w", err)
 	}
 	// The controller holds gates of the trees about to change: stop it
 	// (releasing them) first, and start it again on the new trees.

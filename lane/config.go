@@ -146,6 +146,11 @@ type fileNetGlobal struct {
 	Classifier  *string      `toml:"classifier"`
 	ReplaceRoot *bool        `toml:"replace_root"`
 	Idletime    *fileNetIdle `toml:"idletime"`
+	Ledbat      *fileLedbat  `toml:"ledbat"`
+}
+
+type fileLedbat struct {
+	Target *string `toml:"target"`
 }
 
 type filePI struct {
@@ -413,6 +418,17 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 	}
 	if fn.ReplaceRoot != nil {
 		n.ReplaceRoot = *fn.ReplaceRoot
+	}
+	if fl := fn.Ledbat; fl != nil && fl.Target != nil {
+		d, err := time.ParseDuration(*fl.Target)
+		switch {
+		case err != nil:
+			v.add("net.ledbat.target", "invalid duration %q: want e.g. \"25ms\"", *fl.Target)
+		case d < MinLedbatTarget || d > MaxLedbatTarget:
+			v.add("net.ledbat.target", "%v is outside %v..%v (RFC 6817: at most 100 ms)", d, MinLedbatTarget, MaxLedbatTarget)
+		default:
+			n.LedbatTarget = d
+		}
 	}
 	if fi := fn.Idletime; fi != nil {
 		v.pi("net.idletime", &n.Idle.PI, &fi.filePI)

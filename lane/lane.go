@@ -171,7 +171,18 @@ type NetGlobal struct {
 	// Idle is idletime scheduling of the lanes with Net.Idletime set
 	// ([net.idletime]).
 	Idle NetIdletime
+	// LedbatTarget is TARGET of lanes' background transport ([net.ledbat]
+	// target): the queueing delay lanes_ledbat's senders and rLEDBAT's
+	// receivers steer to, MinLedbatTarget..MaxLedbatTarget.
+	LedbatTarget time.Duration
 }
+
+// MinLedbatTarget and MaxLedbatTarget bound [net.ledbat] target (RFC 6817:
+// at most 100 ms).
+const (
+	MinLedbatTarget = time.Millisecond
+	MaxLedbatTarget = 100 * time.Millisecond
+)
 
 // NetIdletime configures idletime scheduling on the managed interfaces.
 type NetIdletime struct {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -88,6 +89,29 @@ func Register() (*Registration, error) {
 		return nil, fmt.Errorf("register %s: not in the kernel's available congestion controls after registering", Name)
 	}
 	return r, nil
+}
+
+// SetTarget sets TARGET, the queueing delay every connection using
+// lanes_ledbat steers to (LEDBAT++'s 60 ms until set); connections using
+// it already follow the new value. A shared registration (another
+// process's) keeps its own: an error.
+func (r *Registration) SetTarget(d time.Duration) error {
+	if err := CheckTarget(d); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shared || r.coll == nil {
+		return fmt.Errorf("%s is registered by another process: its target stays its own", Name)
+	}
+	v := r.coll.Variables["target_us"]
+	if v == nil {
+		return fmt.Errorf("%s: no target_us variable", Name)
+	}
+	if err := v.Set(uint32(d / time.Microsecond)); err != nil {
+		return fmt.Errorf("set %s's target: %w", Name, err)
+	}
+	return nil
 }
 
 // Shared says whether the registration is another process's.

@@ -71,6 +71,13 @@ type rules struct {
 
 func newRules(t *testing.T, v vars) *rules {
 	t.Helper()
+	return newRulesTarget(t, v, 0)
+}
+
+// newRulesTarget is newRules with TARGET target µs (0: the program's own,
+// LEDBAT++'s 60 ms).
+func newRulesTarget(t *testing.T, v vars, target uint32) *rules {
+	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireFeature(t, "bpf syscall programs", func() error { return netprobe.HaveBPFProgramType(ebpf.Syscall) })
 	spec, err := lanesbpf.LoadLedbat()
@@ -83,6 +90,11 @@ func newRules(t *testing.T, v vars) *rules {
 		}
 	}
 	delete(spec.Maps, "lanes_ledbat")
+	if target != 0 {
+		if err := spec.Variables["target_us"].Set(target); err != nil {
+			t.Fatal(err)
+		}
+	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		t.Fatalf("load ledbat_test: %v", err)
@@ -350,9 +362,25 @@ func TestRegister(t *testing.T) {
 	if err != nil || !r2.Shared() {
 		t.Fatalf("second Register: %v (shared %v), want the first's registration used", err, r2 != nil && r2.Shared())
 	}
+	if err := r2.SetTarget(25 * time.Millisecond); err == nil {
+		t.Error("SetTarget on a shared registration: no error")
+	}
 	_ = r2.Close()
 	if !Registered() {
 		t.Fatal("closing a shared registration unregistered it")
+	}
+	// The target changes in the registered program.
+	for _, d := range []time.Duration{0, time.Second} {
+		if err := r.SetTarget(d); err == nil {
+			t.Errorf("SetTarget(%v): no error", d)
+		}
+	}
+	if err := r.SetTarget(25 * time.Millisecond); err != nil {
+		t.Fatalf("SetTarget: %v", err)
+	}
+	var us uint32
+	if err := r.coll.Variables["target_us"].Get(&us); err != nil || us != 25000 {
+		t.Errorf("target_us after SetTarget(25ms): %d, %v", us, err)
 	}
 	const size = 8 << 20
 	err = netprobe.InThrowawayNetns(func(h *netlink.Handle, _ netns.NsHandle) error {
@@ -425,5 +453,39 @@ func TestRegister(t *testing.T) {
 	}
 	if Registered() {
 		t.Error("still registered after Close")
+	}
+}
+
+// A configured TARGET ([net.ledbat] target, here 25 ms) moves both rules
+// that depend on it: GAIN = 1 / min(16, ceil(2 TARGET / base)), and the
+// decrease above TARGET.
+func TestTargetConfigured(t *testing.T) {
+	const base, target = 10000, 25000 // GAIN 1/5
+	gain := 1.0 / 5
+	cases := []struct {
+		name string
+		qd   uint32
+		want func(w float64) float64
+	}{
+		{"below target: +GAIN", 20000, func(w float64) float64 { return w + gain }},
+		{"50% over target", 37500, func(w float64) float64 { return w + gain - w*0.5 }},
+		{"20% over: what is below LEDBAT++'s 60 ms decreases", 30000, func(w float64) float64 { return w + gain - w*0.2 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRulesTarget(t, vars{Cwnd: 100, Ssthresh: 100, SrttUs: base + c.qd, MaxOut: 100, NowMs: 1000}, target)
+			r.c.S.Phase = phAvoid
+			r.delays(base, c.qd)
+			w := float64(r.c.V.Cwnd)
+			r.acks(int(r.c.V.Cwnd))
+			want := c.want(w)
+			got := float64(r.c.V.Cwnd)
+			if tol := 1.0 + 0.05*math.Abs(want-w); math.Abs(got-want) > tol {
+				t.Errorf("W %v after an RTT, want %.2f (±%.1f)", got, want, tol)
+			}
+		})
+	}
+	if got := newRulesTarget(t, vars{Cwnd: 10, NowMs: 1000}, target).run(opGain, base); got != q/5 {
+		t.Errorf("GAIN at base 10 ms: %d/%d, want 1/5", got, q)
 	}
 }

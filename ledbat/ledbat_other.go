@@ -2,7 +2,10 @@
 
 package ledbat
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 var errUnsupported = errors.New("lanes_ledbat: BPF congestion controls need Linux")
 
@@ -14,6 +17,9 @@ func Available() error { return errUnsupported }
 
 // Register loads lanes_ledbat and registers it with the kernel.
 func Register() (*Registration, error) { return nil, errUnsupported }
+
+// SetTarget sets TARGET.
+func (r *Registration) SetTarget(d time.Duration) error { return errUnsupported }
 
 // Close unregisters what Register registered.
 func (r *Registration) Close() error { return nil }

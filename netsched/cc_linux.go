@@ -22,7 +22,10 @@ import (
 // leave such a lane. A program's own choice (a congestion control other
 // than the host's default) is left alone on both paths.
 
-const laneFlagLedbat = 8 // LANE_F_LEDBAT
+const (
+	laneFlagLedbat = 8  // LANE_F_LEDBAT
+	laneFlagRecv   = 16 // LANE_F_RLEDBAT (rledbat_linux.go)
+)
 
 // ledbatUsable registers lanes_ledbat on first use and says whether the
 // lanes that ask for it get it. A failure is remembered (and logged once):
@@ -47,6 +50,7 @@ func (e *Enforcer) ledbatUsable() bool {
 		return false
 	}
 	e.ledbat = r
+	e.setLedbatTarget()
 	how := "registered"
 	if r.Shared() {
 		how = "registered already (another process's), used as it is"

@@ -189,15 +189,17 @@ func TestLedbatYields(t *testing.T) {
 	}
 }
 
-// TestLedbatBench compares the background's congestion control at a remote
-// bottleneck lanes does not shape (the router's 20 Mbit/s, 500-packet
-// FIFO; lanes' rate 1 Gbit/s): lanes_ledbat, cubic and BBR as the
-// background's, against a cubic and a BBR foreground upload, with
-// segmentation offloads at their defaults (on) and off. It reports the
-// foreground's rate kept against its rate alone, the background's rate
-// alone, and an interactive UDP ping's p99 (irtt, interactive lane): idle,
-// beside each flow alone and beside both. A benchmark: set
-// LANES_BENCH_LEDBAT=1 (docs/BENCHMARKS.md).
+// TestLedbatBench compares the background's transport at a remote
+// bottleneck lanes is not told about (the router's 20 Mbit/s, 500-packet
+// FIFO; no [net] rate, nothing shaped), with segmentation offloads at
+// their defaults (on) and off. Uploads: lanes_ledbat, cubic and BBR as the
+// background's congestion control, against a cubic and a BBR foreground
+// upload. Downloads (remote cubic or BBR senders): the background lane's
+// receiver with rLEDBAT against bulk's without, beside a foreground
+// download. It reports the foreground's rate kept against its rate alone,
+// the background's rate alone, and an interactive UDP ping's p99 (irtt,
+// interactive lane): idle, beside each flow alone and beside both. A
+// benchmark: set LANES_BENCH_LEDBAT=1 (docs/BENCHMARKS.md).
 func TestLedbatBench(t *testing.T) {
 	if os.Getenv("LANES_BENCH_LEDBAT") == "" {
 		t.Skip("a benchmark: set LANES_BENCH_LEDBAT=1")
@@ -217,7 +219,16 @@ func TestLedbatBench(t *testing.T) {
 
 func ledbatBench(t *testing.T, opts ...topoOpt) {
 	tp := newTopo(t, true, opts...)
-	l := setupLanesWith(t, tp, ccConfig, idletimeSpec{})
+	// No [net] rate: nothing shaped, the lanes act on their sockets only
+	// (the default background: lanes_ledbat, rLEDBAT, [net.ledbat] target
+	// 25 ms); bulk is a background without them, for the downloads.
+	// LANES_BENCH_LEDBAT_TARGET tries another [net.ledbat] target.
+	config := recvConfig
+	if v := os.Getenv("LANES_BENCH_LEDBAT_TARGET"); v != "" {
+		config += fmt.Sprintf("[net.ledbat]\ntarget = %q\n", v)
+	}
+	l := setupSockets(t, tp, config)
+	t.Logf("ledbat target: %v", l.e.sock.LedbatTarget)
 	const secs = 8
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -282,6 +293,46 @@ func ledbatBench(t *testing.T, opts ...topoOpt) {
 		for _, fg := range fgs {
 			br, fr, p := measure(bg, fg)
 			t.Logf("| %s | %s | %.0f %% (%.2f of %.2f Mbit/s) | %.2f Mbit/s | %s ms | %+.1f ms |", bg, fg, 100*fr/fgAlone[fg], mbit(fr), mbit(fgAlone[fg]), mbit(br), ms(p), float64(p-fgP99[fg])/1e6)
+		}
+	}
+
+	// Downloads: remote senders (cubic or BBR, in dst), the receivers in
+	// src's lanes; the background's receiver bounds its window (rLEDBAT),
+	// bulk's does not.
+	dl := func(bgLane, fgLane, cc string) (bgRate, fgRate float64, p99 time.Duration) {
+		var bg, fg *flow
+		if bgLane != "" {
+			n := secs
+			if fgLane != "" {
+				n = secs + 3
+			}
+			bg = download(t, ctx, tp, l.cg[bgLane], next(), n, cc)
+			if fgLane != "" {
+				time.Sleep(2 * time.Second)
+			}
+		}
+		if fgLane != "" {
+			fg = download(t, ctx, tp, l.cg[fgLane], next(), secs, cc)
+		}
+		time.Sleep(time.Second)
+		p99 = pingP99(t, ctx, tp, l.cg[lane.Interactive], next(), time.Duration(secs-3)*time.Second).P99
+		if fg != nil {
+			fgRate = fg.wait(t)
+		}
+		if bg != nil {
+			bgRate = bg.wait(t)
+		}
+		return bgRate, fgRate, p99
+	}
+	t.Logf("| download sender | background lane | background alone | its p99 (+ over idle) | foreground download kept | interactive p99 beside both (+ over the foreground alone) |")
+	t.Logf("|---|---|---|---|---|---|")
+	for _, cc := range []string{"cubic", "bbr"} {
+		_, fgA, fgP := dl("", lane.Normal, cc)
+		for _, bgLane := range []string{lane.Background, "bulk"} {
+			bgA, _, bgP := dl(bgLane, "", cc)
+			_, fr, p := dl(bgLane, lane.Normal, cc)
+			t.Logf("| %s | %s | %.2f Mbit/s (%.0f %% of the foreground alone) | %s ms (%+.1f) | %.0f %% (%.2f of %.2f Mbit/s) | %s ms (%+.1f) |",
+				cc, bgLane, mbit(bgA), 100*bgA/fgA, ms(bgP), float64(bgP-idle)/1e6, 100*fr/fgA, mbit(fr), mbit(fgA), ms(p), float64(p-fgP)/1e6)
 		}
 	}
 }

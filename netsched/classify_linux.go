@@ -22,6 +22,11 @@ func (e *Enforcer) classOf(laneName string) (uint32, error) {
 			return c.ClassID, nil
 		}
 	}
+	if e.sock != nil {
+		if c, ok := e.sock.Class(laneName); ok {
+			return c.ClassID, nil
+		}
+	}
 	return 0, fmt.Errorf("lane %s has no traffic class: no applied plan has it", laneName)
 }
 
@@ -77,6 +82,7 @@ func (e *Enforcer) BindLane(laneName, cgroupV2Dir string) error {
 		e.cgLinks[cgroupV2Dir] = l
 	}
 	e.attachSockops(cgroupV2Dir)
+	e.attachSockmark(cgroupV2Dir)
 	e.bound[laneName] = boundLane{dir: cgroupV2Dir, cgid: id}
 	if clsErr != nil {
 		e.logf("netsched: lane %s: cgroup %s (id %d) bound, class pending: %v", laneName, cgroupV2Dir, id, clsErr)
@@ -109,6 +115,9 @@ func (e *Enforcer) unbind(laneName string) error {
 		delete(e.cgLinks, b.dir)
 	}
 	if err := e.detachSockops(b.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.detachSockmark(b.dir); err != nil {
 		errs = append(errs, err)
 	}
 	delete(e.bound, laneName)
@@ -217,14 +226,21 @@ func (e *Enforcer) relabel(pidfd, fd int, cls uint32) (bool, error) {
 	if prio != 0 && uint32(prio) != label {
 		return false, nil
 	}
+	// The mark first: setting IP_TOS also sets the socket's priority
+	// (from the TOS), which the label then overwrites.
+	var errs []error
+	fromMarked := uint32(prio)>>16 == Major && e.classMarked(uint32(prio))
+	if _, err := e.moveMark(dup, cls, fromMarked); err != nil {
+		errs = append(errs, fmt.Errorf("marking: %w", err))
+	}
 	if err := unix.SetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_PRIORITY, int(cls)); err != nil {
-		return false, fmt.Errorf("set SO_PRIORITY: %w", hint(err))
+		return false, errors.Join(append(errs, fmt.Errorf("set SO_PRIORITY: %w", hint(err)))...)
 	}
 	if err := e.objs.AutoLabel.Update(uint32(dup), cls, ebpf.UpdateAny); err != nil {
-		return false, fmt.Errorf("record lanes' label: %w", err)
+		return false, errors.Join(append(errs, fmt.Errorf("record lanes' label: %w", err))...)
 	}
 	if _, err := e.moveCC(dup, cls); err != nil {
-		return true, fmt.Errorf("congestion control: %w", err)
+		errs = append(errs, fmt.Errorf("congestion control: %w", err))
 	}
-	return true, nil
+	return true, errors.Join(errs...)
 }

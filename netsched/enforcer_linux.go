@@ -49,7 +49,19 @@ type Enforcer struct {
 	ledbat    *ledbat.Registration // lanes_ledbat, once a plan asked for it
 	ledbatErr error                // why lanes_ledbat could not be registered
 	ccDefault string               // the host's default congestion control
-	bound     map[string]boundLane // lane -> its cgroup
+	// sock is the socket plan (ApplySockets, sockets_linux.go); nil: none.
+	sock *SocketPlan
+	// mark: the UDP marking programs (bpf/sockmark.c), loaded once a
+	// socket plan marks a lane; markErr: why they could not be;
+	// markLinks: cgroup dir -> their attachments.
+	mark      *lanesbpf.SockmarkObjects
+	markErr   error
+	markLinks map[string][]link.Link
+	// recv runs the receive-side background (rledbat_linux.go) once a
+	// lane asks for ledbat; recvErr: why it cannot.
+	recv    *recvRunner
+	recvErr error
+	bound   map[string]boundLane // lane -> its cgroup
 	// tuned holds controllers' run-time changes of lanes' classes
 	// (tune_linux.go), which buildTree keeps.
 	tuned  map[tuneKey]rates
@@ -104,15 +116,16 @@ func New(logf func(string, ...any), opts ...Option) (*Enforcer, error) {
 		opt(&o)
 	}
 	e := &Enforcer{
-		opts:     o,
-		logf:     logf,
-		ns:       netns.None(),
-		ifaces:   map[string]*ifaceState{},
-		cgLinks:  map[string]link.Link{},
-		opsLinks: map[string]link.Link{},
-		bound:    map[string]boundLane{},
-		tuned:    map[tuneKey]rates{},
-		refused:  map[string]error{},
+		opts:      o,
+		logf:      logf,
+		ns:        netns.None(),
+		ifaces:    map[string]*ifaceState{},
+		cgLinks:   map[string]link.Link{},
+		opsLinks:  map[string]link.Link{},
+		markLinks: map[string][]link.Link{},
+		bound:     map[string]boundLane{},
+		tuned:     map[tuneKey]rates{},
+		refused:   map[string]error{},
 	}
 	var err error
 	if o.netnsPath != "" {
@@ -181,6 +194,10 @@ func (e *Enforcer) Mechanisms() []features.Mechanism {
 		n.CC = e.ledbatErr
 	}
 	n.CCRegistered = e.ledbat != nil
+	n.Mark = firstErr(e.clsErr, e.markErr, netprobe.HaveSockAddrSetsockopt())
+	n.MarkLoaded = e.mark != nil
+	n.Recv = firstErr(e.clsErr, e.recvErr, netprobe.HaveTCPIter())
+	n.RecvRunning = e.recv != nil
 	e.mu.Unlock()
 	if e.ports.ingress {
 		n.Ingress = e.ports.ingWhy
@@ -208,6 +225,16 @@ func (e *Enforcer) Close() error {
 		e.evStop()
 	}
 	var errs []error
+	if e.recv != nil {
+		// Lift the clamps: with no lane asking, one last run gives every
+		// socket it bounded its receive buffer's window back.
+		errs = append(errs, e.clearLaneFlags())
+		if err := e.runRecv(e.recv); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, e.recv.close())
+		e.recv = nil
+	}
 	for dir, l := range e.cgLinks {
 		if err := l.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("detach sock_create from %s: %w", dir, err))
@@ -215,6 +242,7 @@ func (e *Enforcer) Close() error {
 	}
 	e.cgLinks = nil
 	errs = append(errs, e.closeLedbat()...)
+	errs = append(errs, e.closeSockmark()...)
 	for _, st := range e.ifaces {
 		if err := e.closeGates(st); err != nil {
 			errs = append(errs, err)
@@ -734,6 +762,10 @@ func (e *Enforcer) Remove(iface string) error {
 	err = e.teardown(dev, st)
 	delete(e.ifaces, iface)
 	e.unrecord(iface)
+	if e.objs != nil {
+		// The classes it alone had lose their flags.
+		err = errors.Join(err, e.syncLaneFlags(nil))
+	}
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", iface, err)
 	}

@@ -102,3 +102,6 @@ func RestoreTree(logf func(string, ...any), iface string, snap *TreeSnapshot, op
 
 // LaneRTTs reports none off Linux.
 func (e *Enforcer) LaneRTTs() (map[string]LaneRTT, bool) { return nil, false }
+
+// ApplySockets is unsupported.
+func (e *Enforcer) ApplySockets(sp SocketPlan) error { return errUnsupported }

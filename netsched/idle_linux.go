@@ -24,7 +24,6 @@ import (
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
 	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/internal/monoclock"
-	"github.com/lanes-qos/lanes/lane"
 )
 
 // Idletime on the network (seed 003's preemption intervals), the kernel
@@ -425,29 +424,8 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 		}
 		return nil
 	}
-	for _, c := range p.Classes {
-		var f uint32
-		if c.Idle {
-			f |= laneFlagIdle
-		}
-		if c.Mark {
-			f |= laneFlagMarkLE
-		}
-		if c.Quiet {
-			f |= laneFlagQuiet
-		}
-		if c.CC == lane.CCLedbat && e.ledbatUsable() {
-			f |= laneFlagLedbat
-		}
-		var err error
-		if f != 0 {
-			err = e.objs.LaneFlags.Put(c.ClassID, f)
-		} else if err = e.objs.LaneFlags.Delete(c.ClassID); errors.Is(err, ebpf.ErrKeyNotExist) {
-			err = nil
-		}
-		if err != nil {
-			return fmt.Errorf("idletime: lane %s flags: %w", c.Lane, err)
-		}
+	if err := e.syncLaneFlags(&p); err != nil {
+		return fmt.Errorf("idletime: %w", err)
 	}
 	idx := uint32(dev.Attrs().Index)
 	if p.Follow != 0 && p.Ingress {

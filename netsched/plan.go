@@ -362,26 +362,16 @@ func buildTree(cfg *lane.Config, iface string, leaf LeafKind) (Plan, error) {
 		p.RxWindow = cfg.Net.RxWindow
 	}
 
+	minors, err := laneMinors(names)
+	if err != nil {
+		return Plan{}, err
+	}
 	floor := max(link/100, minRate)
 	var fixed uint64
 	var shared []int // indexes of lanes sharing the remainder
-	next := uint16(firstUserMinor)
-	for _, name := range names {
+	for i, name := range names {
 		l := cfg.Lanes[name]
-		var minor uint16
-		switch name {
-		case lane.Interactive:
-			minor = interactiveMinor
-		case lane.Normal:
-			minor = normalMinor
-		case lane.Background:
-			minor = backgroundMinor
-		default:
-			if next > maxMinor {
-				return Plan{}, fmt.Errorf("%w: more than %d lanes", ErrBadPlan, maxMinor-firstUserMinor+4)
-			}
-			minor, next = next, next+1
-		}
+		minor := minors[i]
 		n := l.Net
 		if n.Priority < 0 || n.Priority > 7 {
 			return Plan{}, fmt.Errorf("%w: lane %s: priority %d is outside 0..7", ErrBadPlan, name, n.Priority)
@@ -485,6 +475,90 @@ func (c Class) download() Class {
 // at least two full packets.
 func targetBytes(rate uint64, target time.Duration) uint32 {
 	return uint32(max(2*MTU, rate/8*uint64(target)/uint64(time.Second)))
+}
+
+// laneMinors numbers lanes (in laneOrder) as every plan does: the
+// built-in lanes have fixed minors, the others follow in order. A lane's
+// class id, and so its sockets' label, does not depend on the interface
+// or on whether anything is shaped.
+func laneMinors(names []string) ([]uint16, error) {
+	minors := make([]uint16, len(names))
+	next := uint16(firstUserMinor)
+	for i, name := range names {
+		switch name {
+		case lane.Interactive:
+			minors[i] = interactiveMinor
+		case lane.Normal:
+			minors[i] = normalMinor
+		case lane.Background:
+			minors[i] = backgroundMinor
+		default:
+			if next > maxMinor {
+				return nil, fmt.Errorf("%w: more than %d lanes", ErrBadPlan, maxMinor-firstUserMinor+4)
+			}
+			minors[i], next = next, next+1
+		}
+	}
+	return minors, nil
+}
+
+// SocketPlan is what lanes does to the sockets of each lane, shaped or
+// not: a lane's class id labels its sockets (their priority, as in every
+// Plan), and a class's CC and Mark act on the socket itself: its TCP
+// connections get the congestion control, its TCP and UDP sockets DSCP
+// LE. With no [net] rate it is all of lanes' network enforcement (nothing
+// is shaped); with a rate the interfaces' Plans add the trees. Only Lane,
+// ClassID, CC and Mark of its classes are set.
+type SocketPlan struct {
+	Classes []Class `json:"classes"`
+	// LedbatTarget is TARGET of the lanes with CC lane.CCLedbat, senders
+	// and receivers ([net.ledbat] target; 0: the programs' own 60 ms).
+	LedbatTarget time.Duration `json:"ledbat_target,omitempty"`
+}
+
+// BuildSocketPlan returns cfg's socket plan. A lane is marked when it is
+// an idletime lane and [net.idletime] mark is on, whatever the
+// preemption interval: marking needs no gate.
+func BuildSocketPlan(cfg *lane.Config) (SocketPlan, error) {
+	if cfg == nil {
+		return SocketPlan{}, fmt.Errorf("%w: no configuration", ErrBadPlan)
+	}
+	names := laneOrder(cfg)
+	minors, err := laneMinors(names)
+	if err != nil {
+		return SocketPlan{}, err
+	}
+	sp := SocketPlan{LedbatTarget: cfg.Net.LedbatTarget}
+	for i, name := range names {
+		n := cfg.Lanes[name].Net
+		sp.Classes = append(sp.Classes, Class{
+			Lane:    name,
+			ClassID: ClassID(Major, minors[i]),
+			CC:      n.CC,
+			Mark:    n.Idletime && cfg.Net.Idle.Mark,
+		})
+	}
+	return sp, nil
+}
+
+// Acts reports whether the plan does anything to some lane's sockets.
+func (sp SocketPlan) Acts() bool {
+	for _, c := range sp.Classes {
+		if c.CC != "" || c.Mark {
+			return true
+		}
+	}
+	return false
+}
+
+// Class returns the class of the named lane.
+func (sp SocketPlan) Class(laneName string) (Class, bool) {
+	for _, c := range sp.Classes {
+		if c.Lane == laneName {
+			return c, true
+		}
+	}
+	return Class{}, false
 }
 
 // laneOrder returns the lanes in cfg.Order, then any others sorted by name.

@@ -317,3 +317,65 @@ func TestBuildPlanIdletime(t *testing.T) {
 		t.Errorf("the default lane as idletime lane: %v, want ErrBadPlan", err)
 	}
 }
+
+// The socket plan numbers lanes as the trees do (so a socket's label does
+// not change when a rate is set or dropped), marks the idletime lanes
+// unless [net.idletime] mark is off, and carries each lane's net.cc.
+func TestBuildSocketPlan(t *testing.T) {
+	tests := []struct {
+		name      string
+		toml      string
+		acts      bool
+		marked    []string
+		ledbat    []string
+		matchTree bool // compare the class ids with a tree's (needs a rate)
+	}{
+		{name: "defaults", toml: ``, acts: true, marked: []string{lane.Background}, ledbat: []string{lane.Background}},
+		{name: "mark off", toml: "[net.idletime]\nmark = false\n", acts: true, ledbat: []string{lane.Background}},
+		{name: "pi off still marks", toml: "[net.idletime]\npi = \"off\"\n", acts: true, marked: []string{lane.Background}, ledbat: []string{lane.Background}},
+		{name: "nothing asked", toml: "[net.idletime]\nmark = false\n[lanes.background]\nnet = { cc = \"\" }\n", acts: false},
+		{name: "a lane of its own", toml: "[lanes.bulk]\nnet = { priority = 6, cc = \"ledbat\" }\n[lanes.background]\nnet = { cc = \"\" }\n", acts: true, marked: []string{lane.Background}, ledbat: []string{"bulk"}},
+		{name: "same ids as the trees", toml: "[net]\nrate = \"10mbit\"\n[lanes.bulk]\nnet = { priority = 6 }\n[lanes.video]\nnet = { priority = 2 }\n", acts: true, marked: []string{lane.Background}, ledbat: []string{lane.Background}, matchTree: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustParse(t, tc.toml)
+			sp, err := BuildSocketPlan(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sp.Acts() != tc.acts {
+				t.Errorf("Acts() = %v, want %v", sp.Acts(), tc.acts)
+			}
+			var marked, ledbat []string
+			for _, c := range sp.Classes {
+				if c.ClassID>>16 != Major || c.ClassID&0xffff == 0 {
+					t.Errorf("lane %s: class id %x not under the lanes major", c.Lane, c.ClassID)
+				}
+				if c.Mark {
+					marked = append(marked, c.Lane)
+				}
+				if c.CC == lane.CCLedbat {
+					ledbat = append(ledbat, c.Lane)
+				}
+			}
+			if !slices.Equal(marked, tc.marked) || !slices.Equal(ledbat, tc.ledbat) {
+				t.Errorf("marked %v, ledbat %v; want %v, %v", marked, ledbat, tc.marked, tc.ledbat)
+			}
+			if len(sp.Classes) != len(cfg.Lanes) {
+				t.Errorf("%d classes for %d lanes", len(sp.Classes), len(cfg.Lanes))
+			}
+			if tc.matchTree {
+				p, err := BuildPlan(cfg, "eth0", Caps{Leaf: LeafFqCodel})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range p.Classes {
+					if s, ok := sp.Class(c.Lane); !ok || s.ClassID != c.ClassID {
+						t.Errorf("lane %s: tree class %x, socket class %x", c.Lane, c.ClassID, s.ClassID)
+					}
+				}
+			}
+		})
+	}
+}

@@ -46,6 +46,15 @@ func HaveIngressPorts() error {
 	return firstErr(HaveQdisc("clsact"), HaveIFB(), HaveMirredRedirect())
 }
 
+// HaveSockAddrSetsockopt says whether lanes can mark a UDP socket itself
+// (bpf/sockmark.c): cgroup sock_addr programs calling bpf_setsockopt.
+func HaveSockAddrSetsockopt() error {
+	return firstErr(
+		HaveBPFProgramType(ebpf.CGroupSockAddr),
+		HaveBPFHelper(ebpf.CGroupSockAddr, asm.FnSetsockopt),
+	)
+}
+
 // HaveIdleGateMaps says whether the idletime gates' maps can exist: a ring
 // buffer for the wake-up events and an array user space can mmap. (The
 // programs' compare-and-swap is checked when lanesd loads them.)
@@ -89,6 +98,18 @@ type Net struct {
 	// default. CCRegistered: lanesd registered it (a plan asked for it).
 	CC           error
 	CCRegistered bool
+	// Mark is per-socket DSCP LE for the UDP sockets of marked lanes
+	// (cgroup sock_addr programs calling bpf_setsockopt; TCP sockets are
+	// marked by the sock_ops program that needs only Classifier). Else
+	// their packets are marked only where a tree's egress classifier
+	// sees them. MarkLoaded: lanesd loaded those programs.
+	Mark       error
+	MarkLoaded bool
+	// Recv is the receive side of net.cc = "ledbat" (rLEDBAT: a BPF TCP
+	// iterator bounding background downloads' receive windows); probed
+	// only by loading it (lanesd). RecvRunning: lanesd runs it.
+	Recv        error
+	RecvRunning bool
 	// Loaded: lanes' BPF programs were loaded (by lanesd), not only the
 	// kernel's features probed.
 	Loaded bool
@@ -105,6 +126,8 @@ func Probe() Net {
 		n.IngressPorts = HaveIngressPorts()
 	}
 	n.CC = firstErr(n.Classifier, HaveStructOpsCC())
+	n.Mark = firstErr(n.Classifier, HaveSockAddrSetsockopt())
+	n.Recv = firstErr(n.Classifier, HaveTCPIter())
 	n.Idle = n.Classifier
 	if n.Idle == nil {
 		n.Idle = firstErr(HaveQdisc("tbf"), HaveIdleGateMaps())
@@ -168,6 +191,32 @@ func (n Net) Mechanisms(ifaces ...features.Mechanism) []features.Mechanism {
 		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "tbf hold + daemon (BPF wake-up)", Preferred: true, Reason: probed + "; the kernel has no preemption-interval qdisc, so the daemon holds and releases a TBF leaf per background lane", OK: true})
 	} else {
 		ms = append(ms, features.Mechanism{Resource: "net idletime", Backend: "none: background lanes are only lowest-priority HTB classes (preemption interval 0)", Reason: n.Idle.Error()})
+	}
+	switch {
+	case n.Classifier != nil:
+		ms = append(ms, features.Mechanism{Resource: "net marking", Backend: "none: background packets leave unmarked", Reason: bpfWhy("BPF classification", n.Classifier), OK: true})
+	case n.Mark == nil:
+		state := "loaded when a lane is marked"
+		if n.MarkLoaded {
+			state = "loaded"
+		}
+		ms = append(ms, features.Mechanism{Resource: "net marking", Backend: "DSCP LE on marked lanes' sockets themselves: TCP by the sock_ops program, UDP by cgroup connect/sendmsg programs, both by lanes move; shaped interfaces' tc egress too", Preferred: true, Reason: "probed: bpf_setsockopt in cgroup sock_addr programs; " + state, OK: true})
+	default:
+		ms = append(ms, features.Mechanism{Resource: "net marking", Backend: "DSCP LE on marked lanes' TCP sockets (sock_ops) and by lanes move; UDP sockets only where a shaped interface's tc egress marks them", Reason: fmt.Sprintf("UDP socket marking unavailable: %v", n.Mark), OK: true})
+	}
+	switch {
+	case n.Classifier != nil:
+	case n.Recv != nil:
+		ms = append(ms, features.Mechanism{Resource: "net background downloads", Backend: "none: a background download takes what its sender's congestion control takes (with ingress shaping: the lowest class on the IFB)", Reason: fmt.Sprintf("receive-window program unavailable: %v", n.Recv), OK: true})
+	default:
+		state := "probed: BPF TCP iterators in the kernel's BTF; loaded by lanesd when a lane has net.cc = \"ledbat\" (the TCP iterator's bpf_setsockopt is checked then)"
+		switch {
+		case n.RecvRunning:
+			state = "running"
+		case n.Loaded:
+			state = "started when a lane has net.cc = \"ledbat\""
+		}
+		ms = append(ms, features.Mechanism{Resource: "net background downloads", Backend: "rLEDBAT: the receive window of lanes with net.cc = \"ledbat\" follows the delay the receiver measures (BPF TCP iterator, every 20 ms while background downloads run and every 250 ms otherwise, TCP_WINDOW_CLAMP)", Preferred: true, Reason: state, OK: true})
 	}
 	ms = append(ms, ifaces...)
 	if n.CC == nil {

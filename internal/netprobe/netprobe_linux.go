@@ -186,6 +186,25 @@ func HaveStructOpsCC() error {
 	}).Result()
 }
 
+// HaveTCPIter says whether BPF TCP iterators exist (the kernel's BTF has
+// their context, struct bpf_iter__tcp): what the receive side of lanes'
+// background transport runs as. Whether such a program may call
+// bpf_setsockopt (Linux 5.14) shows when lanesd loads it.
+func HaveTCPIter() error {
+	const name = "bpf TCP iterator"
+	return bpfHelperProbes.Get(name, func() error {
+		spec, err := btf.LoadKernelSpec()
+		if err != nil {
+			return features.Missing(name, "kernel BTF (CONFIG_DEBUG_INFO_BTF)", err)
+		}
+		var st *btf.Struct
+		if err := spec.TypeByName("bpf_iter__tcp", &st); err != nil {
+			return features.Missing(name, "Linux 5.9 (BPF iterators)", err)
+		}
+		return nil
+	}).Result()
+}
+
 // bpfAnswer turns cilium/ebpf's "not supported" into ours.
 func bpfAnswer(name string, err error) error {
 	if errors.Is(err, ebpf.ErrNotSupported) {

@@ -47,3 +47,6 @@ func DefaultRouteLink() (Link, error) { return Link{}, features.Missing("network
 func HaveStructOpsCC() error {
 	return features.Missing("bpf struct_ops tcp_congestion_ops", "Linux", nil)
 }
+
+// HaveTCPIter says whether BPF TCP iterators exist.
+func HaveTCPIter() error { return features.Missing("bpf TCP iterator", "Linux", nil) }

@@ -7,7 +7,9 @@ package testutil
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -30,7 +32,8 @@ func ChildMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runChild plays a role: "spin DUR CPU" (busy loop, pinned to CPU unless
+// runChild plays a role: "udp", "udp-connected" and "tcp" (sendLoop),
+// "spin DUR CPU" (busy loop, pinned to CPU unless
 // -1), "threads N DUR" (N extra OS threads, blocked), "sleep DUR", or
 // "forker DUR" (forks a sleeping grandchild, prints its PID, forks another
 // after reading a line from stdin, prints it).
@@ -98,9 +101,64 @@ func runChild(role string) int {
 			fmt.Println(start())
 		}
 		time.Sleep(dur(1))
+	case "udp", "udp-connected", "tcp":
+		return sendLoop(f[0], f[1], dur(2), f[3:])
 	default:
 		fmt.Fprintln(os.Stderr, "unknown role", role)
 		return 2
+	}
+	return 0
+}
+
+// sendLoop plays the roles "udp ADDR DUR [TOS]" (an unconnected UDP
+// socket sending to ADDR with sendto), "udp-connected ADDR DUR [TOS]"
+// and "tcp ADDR DUR [TOS]" (connected sockets): 100 bytes every 10 ms
+// for DUR, from an IPv4 socket whose IP_TOS the program sets to TOS when
+// given (its own DSCP). It prints "ready" once the socket is open.
+func sendLoop(kind, addr string, d time.Duration, rest []string) int {
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "%s %s: %s: %v\n", kind, addr, what, err)
+		return 1
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return fail("address", err)
+	}
+	sa := &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	typ := unix.SOCK_DGRAM
+	if kind == "tcp" {
+		typ = unix.SOCK_STREAM
+	}
+	fd, err := unix.Socket(unix.AF_INET, typ, 0)
+	if err != nil {
+		return fail("socket", err)
+	}
+	defer unix.Close(fd)
+	if len(rest) > 0 {
+		tos, err := strconv.ParseInt(rest[0], 0, 32)
+		if err != nil {
+			return fail("tos", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_TOS, int(tos)); err != nil {
+			return fail("set IP_TOS", err)
+		}
+	}
+	if kind != "udp" {
+		if err := unix.Connect(fd, sa); err != nil {
+			return fail("connect", err)
+		}
+	}
+	fmt.Println("ready")
+	buf := make([]byte, 100)
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if kind == "udp" {
+			err = unix.Sendto(fd, buf, 0, sa)
+		} else {
+			_, err = unix.Write(fd, buf)
+		}
+		if err != nil && !errors.Is(err, unix.ECONNREFUSED) {
+			return fail("send", err)
+		}
 	}
 	return 0
 }
@@ -166,3 +224,8 @@ func (c *Child) Line(t testing.TB) string {
 	}
 	return ""
 }
+
+// ChildEnv is the environment entry that makes the test binary play role
+// (for a child started by other means than StartChild, e.g. in a network
+// namespace and a cgroup).
+func ChildEnv(role string) string { return childEnv + "=" + role }

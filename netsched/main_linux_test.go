@@ -1,0 +1,9 @@
+package netsched
+
+import (
+	"testing"
+
+	"github.com/lanes-qos/lanes/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.ChildMain(m) }

@@ -1,0 +1,184 @@
+package netsched
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	lanesbpf "github.com/lanes-qos/lanes/bpf"
+	"github.com/lanes-qos/lanes/internal/netprobe"
+)
+
+// Receive-side background (rLEDBAT, bpf/rledbat.c): the TCP sockets of a
+// lane with net.cc = "ledbat" (laneFlagRecv) bound their own receive
+// window from the delay they measure, so that a background download
+// yields at a remote bottleneck without ingress shaping. The program is a
+// BPF TCP iterator; recvRunner reads it every RecvPeriod, which runs it
+// over the TCP sockets of the Enforcer's network namespace.
+
+// RecvPeriod is how often the receive windows of background downloads are
+// recomputed while some download runs. A run walks the kernel's whole TCP
+// hash tables, empty buckets included (0.8 ms on a 24 GiB host with no
+// sockets: docs/BENCHMARKS.md), so while no background socket receives the
+// runner waits RecvIdlePeriod instead: a new background download runs
+// unbounded for at most that long.
+const (
+	RecvPeriod     = 20 * time.Millisecond
+	RecvIdlePeriod = 250 * time.Millisecond
+	recvLinger     = 10 // runs without a receiving background socket before the runner slows
+)
+
+// recvRunner runs the rLEDBAT iterator every RecvPeriod until stopped.
+type recvRunner struct {
+	objs *lanesbpf.RledbatObjects
+	it   *link.Iter
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	err  error // the last run's error, nil once a run succeeds again
+}
+
+// RecvStats are the receive-side counters: background sockets seen
+// receiving (summed over runs), windows set, clamps lifted.
+type RecvStats struct {
+	Sockets  uint64 `json:"sockets"`
+	Clamped  uint64 `json:"clamped"`
+	Released uint64 `json:"released"`
+}
+
+// startRecv loads and starts the receive-side runner once a lane asks for
+// ledbat; a failure is remembered and logged once (downloads are then not
+// bounded).
+func (e *Enforcer) startRecv() {
+	if e.recv != nil || e.recvErr != nil || e.objs == nil {
+		return
+	}
+	r, err := e.newRecvRunner()
+	if err != nil {
+		e.recvErr = err
+		e.logf("netsched: background downloads keep their receive windows (no rLEDBAT): %v", err)
+		return
+	}
+	e.recv = r
+	e.setLedbatTarget()
+	e.logf("netsched: background downloads bound their receive windows (rLEDBAT), every %v while they run, %v otherwise", RecvPeriod, RecvIdlePeriod)
+}
+
+func (e *Enforcer) newRecvRunner() (*recvRunner, error) {
+	if err := netprobe.HaveTCPIter(); err != nil {
+		return nil, err
+	}
+	var objs lanesbpf.RledbatObjects
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"lane_flags": e.objs.LaneFlags, "auto_label": e.objs.AutoLabel}}
+	if err := lanesbpf.LoadRledbatObjects(&objs, opts); err != nil {
+		return nil, fmt.Errorf("load the receive-window program (BPF TCP iterator with bpf_setsockopt): %w", err)
+	}
+	it, err := link.AttachIter(link.IterOptions{Program: objs.LanesRledbat})
+	if err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("attach the receive-window iterator: %w", err)
+	}
+	r := &recvRunner{objs: &objs, it: it, stop: make(chan struct{}), done: make(chan struct{})}
+	// One run now: an error here means it cannot work at all.
+	if err := e.runRecv(r); err != nil {
+		it.Close()
+		objs.Close()
+		return nil, err
+	}
+	go r.loop(e)
+	return r, nil
+}
+
+// runRecv runs the iterator once, from a thread in the Enforcer's network
+// namespace (the iterator walks the sockets of the namespace it is opened
+// in).
+func (e *Enforcer) runRecv(r *recvRunner) error {
+	return runInNetns(e.ns, r.runOnce)
+}
+
+// runOnce runs the iterator over the sockets of the calling thread's
+// network namespace.
+func (r *recvRunner) runOnce() error {
+	rd, err := r.it.Open()
+	if err != nil {
+		return fmt.Errorf("run the receive-window iterator: %w", err)
+	}
+	defer rd.Close()
+	if _, err := io.Copy(io.Discard, rd); err != nil {
+		return fmt.Errorf("run the receive-window iterator: %w", err)
+	}
+	return nil
+}
+
+func (r *recvRunner) loop(e *Enforcer) {
+	defer close(r.done)
+	t := time.NewTimer(RecvPeriod)
+	defer t.Stop()
+	var seen uint64
+	quiet := recvLinger
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		err := e.runRecv(r)
+		// Fast while some background socket received in the last
+		// recvLinger runs (a download's data can pause for a run).
+		var n uint64
+		_ = r.objs.RlStats.Lookup(uint32(0), &n) // RL_SOCKETS
+		if n != seen {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		if quiet < recvLinger {
+			t.Reset(RecvPeriod)
+		} else {
+			t.Reset(RecvIdlePeriod)
+		}
+		seen = n
+		r.mu.Lock()
+		if err != nil && r.err == nil {
+			e.logf("netsched: %v", err)
+		}
+		r.err = err
+		r.mu.Unlock()
+	}
+}
+
+// close stops the runner; the sockets it clamped keep their last window
+// until they close. Before the programs go, one last run with no lane
+// asking lifts the clamps (the caller cleared lane_flags' ledbat bits, or
+// closes them with the maps).
+func (r *recvRunner) close() error {
+	if r == nil {
+		return nil
+	}
+	close(r.stop)
+	<-r.done
+	return errors.Join(r.it.Close(), r.objs.Close())
+}
+
+// RecvStats returns the receive-side counters; ok is false when the
+// runner does not run.
+func (e *Enforcer) RecvStats() (s RecvStats, ok bool) {
+	e.mu.Lock()
+	r := e.recv
+	e.mu.Unlock()
+	if r == nil {
+		return RecvStats{}, false
+	}
+	for i, p := range []*uint64{&s.Sockets, &s.Clamped, &s.Released} {
+		var v uint64
+		if err := r.objs.RlStats.Lookup(uint32(i), &v); err == nil {
+			*p = v
+		}
+	}
+	return s, true
+}

@@ -64,3 +64,35 @@ func TestLoadSockmark(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifierCost bounds the instructions the verifier walks for each
+// classifier: every lanesd start and every tree pays them (the TCP
+// option walk once cost about 200,000 each, a fifth of a second here and
+// many seconds on an emulated CPU). The bound is a tenth of the kernel's
+// limit of a million.
+func TestVerifierCost(t *testing.T) {
+	testutil.RequireRoot(t)
+	var objs LanesObjects
+	if err := LoadLanesObjects(&objs, nil); err != nil {
+		t.Fatalf("load lanes objects: %v", err)
+	}
+	defer objs.Close()
+	const bound = 100_000
+	for name, p := range map[string]*ebpf.Program{
+		"lanes_egress": objs.LanesEgress, "lanes_ingress": objs.LanesIngress,
+		"lanes_sockops": objs.LanesSockops, "lanes_sock_create": objs.LanesSockCreate,
+	} {
+		info, err := p.Info()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n, ok := info.VerifiedInstructions()
+		if !ok {
+			t.Skipf("this kernel does not report verified instructions (5.16 and later do)")
+		}
+		t.Logf("%s: %d instructions verified", name, n)
+		if n > bound {
+			t.Errorf("%s: the verifier walked %d instructions, above %d", name, n, bound)
+		}
+	}
+}

@@ -106,6 +106,13 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("load config: %w", err)
 	}
+	// Signals are caught before lanesd changes anything: a SIGTERM while
+	// it starts (its default action kills at once) would otherwise leave
+	// groups, qdiscs and programs behind; caught, it waits in sigs and
+	// stops lanesd, restoring the host, as soon as the start is done.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	socket, stateDir := opts.paths(cfg)
 	ln, err := listen(socket, cfg.Daemon.SocketGID)
 	if err != nil {
@@ -156,9 +163,6 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { srvErr <- srv.Serve(ln) }()
 	logf("lanesd %s listening on %s (config %s, state %s)", api.Version, socket, d.configName(), store.Path())
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	var runErr error
 loop:
 	for {

@@ -64,8 +64,14 @@ type Enforcer struct {
 	bound   map[string]boundLane // lane -> its cgroup
 	// tuned holds controllers' run-time changes of lanes' classes
 	// (tune_linux.go), which buildTree keeps.
-	tuned  map[tuneKey]rates
-	closed bool
+	tuned map[tuneKey]rates
+	// link holds the auto rate's link rates (linkrate_linux.go) by
+	// direction, 0: the plan's.
+	link [2]uint64
+	// quietTC silences the tc change lines (tcLogf) while the link rate
+	// moves: the controller publishes its decisions instead.
+	quietTC bool
+	closed  bool
 
 	opts      options
 	gateMem   []byte         // the idle_gates array, mmapped
@@ -553,9 +559,10 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32, download 
 			return fmt.Errorf("replace root qdisc of %s with htb: %w", name, hint(err))
 		}
 	}
+	linkRate := e.linkOf(p, download)
 	top := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: ClassID(Major, 0), Handle: ClassID(Major, rootMinor)},
-		htbAttrs(p.Rate, p.Rate, 0))
-	e.logf("netsched: tc class replace dev %s parent %x: classid %x:%x htb rate %d ceil %d burst %d cburst %d", name, Major, Major, rootMinor, p.Rate, p.Rate, htbBurst(p.Rate), htbBurst(p.Rate))
+		htbAttrs(linkRate, linkRate, 0))
+	e.logf("netsched: tc class replace dev %s parent %x: classid %x:%x htb rate %d ceil %d burst %d cburst %d", name, Major, Major, rootMinor, linkRate, linkRate, htbBurst(linkRate), htbBurst(linkRate))
 	if err := e.h.ClassReplace(top); err != nil {
 		return fmt.Errorf("replace root class of %s: %w", name, hint(err))
 	}
@@ -564,7 +571,7 @@ func (e *Enforcer) buildTree(dev netlink.Link, p Plan, minFifo uint32, download 
 		if download {
 			c = c.download()
 		}
-		if r, ok := e.tuned[tuneKey{c.Lane, download}]; ok {
+		if r := e.effectiveRates(p, c, download); r != (rates{c.Rate, c.Ceil}) {
 			c = c.withCeil(r.ceil)
 			c.Rate = r.rate
 		}
@@ -632,23 +639,30 @@ func htbAttrs(rate, ceil uint64, prio uint32) netlink.HtbClassAttrs {
 		Buffer: htbBurst(rate), Cbuffer: htbBurst(ceil)}
 }
 
+// tcLogf logs a tc change unless quietTC. Callers hold e.mu.
+func (e *Enforcer) tcLogf(format string, args ...any) {
+	if !e.quietTC {
+		e.logf(format, args...)
+	}
+}
+
 func (e *Enforcer) replaceLeaf(dev netlink.Link, c Class) error {
 	name := dev.Attrs().Name
 	attrs := netlink.QdiscAttrs{LinkIndex: dev.Attrs().Index, Parent: c.ClassID, Handle: c.LeafHandle}
 	var err error
 	switch c.Leaf {
 	case LeafFqCodel:
-		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: fq_codel target %s", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Target)
+		e.tcLogf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: fq_codel target %s", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Target)
 		err = e.replaceFqCodel(attrs, c.Target, c.Limit)
 	case LeafBfifo:
-		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: bfifo limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
+		e.tcLogf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: bfifo limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
 		err = e.replaceFifo(attrs, string(LeafBfifo), c.Limit)
 	case LeafHeadDrop:
-		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: pfifo_head_drop limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
+		e.tcLogf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: pfifo_head_drop limit %d", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, c.Limit)
 		err = e.replaceFifo(attrs, string(LeafHeadDrop), c.Limit)
 	case LeafTbf:
 		rate, burst := releasedTbf(c)
-		e.logf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: tbf rate %dbit burst %d limit %d (idletime lane, released)", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, rate*8, burst, c.Limit)
+		e.tcLogf("netsched: tc qdisc replace dev %s parent %x:%x handle %x: tbf rate %dbit burst %d limit %d (idletime lane, released)", name, c.ClassID>>16, c.ClassID&0xffff, c.LeafHandle>>16, rate*8, burst, c.Limit)
 		err = e.replaceQdiscRaw(attrs, "tbf", tbfOptions(rate, burst, c.Limit))
 	default:
 		return fmt.Errorf("%w: lane %s: unknown leaf qdisc %q", ErrBadPlan, c.Lane, c.Leaf)

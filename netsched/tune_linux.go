@@ -183,10 +183,11 @@ func (e *Enforcer) tune(laneName string, download bool, change func(plan, cur ra
 }
 
 // changeClass changes the lane's HTB class on iface (or its IFB) in place
-// to r; when the ceiling moved from prevCeil, a FIFO leaf's limit follows
-// it (Class.withCeil; the kernel changes a FIFO of the same kind and
-// handle in place, keeping its packets). c is the plan's class. Callers
-// hold e.mu.
+// to r (in the plan's scale: scaled to the link rate here); when the
+// ceiling moved from prevCeil, a FIFO leaf's limit follows it
+// (Class.withCeil; the kernel changes a FIFO of the same kind and handle
+// in place, keeping its packets). c is the plan's class. Callers hold
+// e.mu.
 func (e *Enforcer) changeClass(iface string, c Class, download bool, r rates, prevCeil uint64) error {
 	st := e.ifaces[iface]
 	dev := iface
@@ -197,29 +198,37 @@ func (e *Enforcer) changeClass(iface string, c Class, download bool, r rates, pr
 	if err != nil {
 		return fmt.Errorf("interface %s: %w", dev, err)
 	}
-	hc := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index, Parent: ClassID(Major, rootMinor), Handle: c.ClassID},
-		htbAttrs(r.rate, r.ceil, c.Prio))
+	prev := e.scaled(st.plan, rates{r.rate, prevCeil}, download)
+	r = e.scaled(st.plan, r, download)
 	e.logf("netsched: tc class change dev %s parent %x:%x classid %x:%x htb rate %d ceil %d burst %d cburst %d prio %d (lane %s, run time)",
 		dev, Major, rootMinor, c.ClassID>>16, c.ClassID&0xffff, r.rate, r.ceil, htbBurst(r.rate), htbBurst(r.ceil), c.Prio, c.Lane)
+	return e.applyClass(iface, link, c, download, r, r.ceil != prev.ceil)
+}
+
+// applyClass changes c's HTB class on link (iface's device or IFB) to r,
+// and with leaf its FIFO leaf's limit to r's ceiling. Callers hold e.mu.
+func (e *Enforcer) applyClass(iface string, link netlink.Link, c Class, download bool, r rates, leaf bool) error {
+	hc := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index, Parent: ClassID(Major, rootMinor), Handle: c.ClassID},
+		htbAttrs(r.rate, r.ceil, c.Prio))
 	if err := e.h.ClassChange(hc); err != nil {
-		return fmt.Errorf("change class of lane %s on %s: %w", c.Lane, dev, hint(err))
+		return fmt.Errorf("change class of lane %s on %s: %w", c.Lane, link.Attrs().Name, hint(err))
 	}
-	if r.ceil == prevCeil {
+	if !leaf {
 		return nil
 	}
-	leaf := c
+	l := c
 	if download {
-		leaf = leaf.download()
+		l = l.download()
 	}
-	if leaf.Leaf != LeafHeadDrop && leaf.Leaf != LeafBfifo {
+	if l.Leaf != LeafHeadDrop && l.Leaf != LeafBfifo {
 		return nil
 	}
-	leaf = leaf.withCeil(r.ceil)
-	if leaf.Leaf == LeafBfifo {
+	l = l.withCeil(r.ceil)
+	if l.Leaf == LeafBfifo {
 		// The floor buildTree gives an IFB's byte FIFOs.
 		if up, err := e.h.LinkByName(iface); err == nil {
-			leaf.Limit = max(leaf.Limit, ingressFloor(up, st))
+			l.Limit = max(l.Limit, ingressFloor(up, e.ifaces[iface]))
 		}
 	}
-	return e.replaceLeaf(link, leaf)
+	return e.replaceLeaf(link, l)
 }

@@ -1,0 +1,146 @@
+package netsched
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-qos/lanes/lane"
+)
+
+// SetLinkRate changes, at run time, the rate of the link in one direction
+// (download: the IFBs' trees) on every shaped interface, for the auto
+// rate's controller (package autorate): the root class gets rate as its
+// rate and ceiling, and every lane's class its planned (or tuned) rate
+// and ceiling scaled by rate over the plan's link rate, never below the
+// smallest class rate; a FIFO leaf's limit follows its class's ceiling
+// (Class.withCeil). All in place: classes and leaves keep their packets.
+// rate is at most the plan's link rate (the configured maximum). The
+// change holds across Apply until RestoreLinkRates; it is not recorded:
+// a stop removes the trees, and a start after a crash builds them at the
+// configured rate. The changes are not logged (the controller publishes
+// its decisions); on an error the interfaces changed go back.
+func (e *Enforcer) SetLinkRate(download bool, rate uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ifaces := e.shapedLocked(download)
+	if len(ifaces) == 0 {
+		return fmt.Errorf("link rate: %w%s", ErrNotShaped, dirWords(download))
+	}
+	top := e.ifaces[ifaces[0]].plan.Rate
+	if rate < minRate || rate > top {
+		return fmt.Errorf("link rate %s is outside %s..%s (the configured rate)", lane.FormatRate(rate), lane.FormatRate(minRate), lane.FormatRate(top))
+	}
+	d := dirIndex(download)
+	old := e.link[d]
+	if old == rate || old == 0 && rate == top {
+		return nil
+	}
+	e.link[d] = rate
+	var done []string
+	for _, name := range ifaces {
+		if err := e.changeLink(name, download); err != nil {
+			e.link[d] = old
+			for _, n := range done {
+				e.changeLink(n, download)
+			}
+			return fmt.Errorf("link rate: %w", err)
+		}
+		done = append(done, name)
+	}
+	return nil
+}
+
+// LinkRate returns the link's rate in that direction now: the last
+// SetLinkRate's, else the plan's; 0 when nothing is shaped.
+func (e *Enforcer) LinkRate(download bool) uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, name := range e.shapedLocked(download) {
+		return e.linkOf(e.ifaces[name].plan, download)
+	}
+	return 0
+}
+
+// RestoreLinkRates puts the plans' link rates back in both directions.
+func (e *Enforcer) RestoreLinkRates() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, download := range []bool{false, true} {
+		d := dirIndex(download)
+		if e.link[d] == 0 {
+			continue
+		}
+		e.link[d] = 0
+		for _, name := range e.shapedLocked(download) {
+			if err := e.changeLink(name, download); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func dirIndex(download bool) int {
+	if download {
+		return 1
+	}
+	return 0
+}
+
+// linkOf is the rate of p's root class in that direction. Callers hold
+// e.mu.
+func (e *Enforcer) linkOf(p Plan, download bool) uint64 {
+	if r := e.link[dirIndex(download)]; r != 0 {
+		return min(r, p.Rate)
+	}
+	return p.Rate
+}
+
+// effectiveRates is c's rate and ceiling as built: its run-time tuning
+// (tune_linux.go) if any, scaled to the link rate. Callers hold e.mu.
+func (e *Enforcer) effectiveRates(p Plan, c Class, download bool) rates {
+	return e.scaled(p, e.classRates(c, download), download)
+}
+
+// scaled is r scaled by the link rate over p's. Callers hold e.mu.
+func (e *Enforcer) scaled(p Plan, r rates, download bool) rates {
+	link := e.linkOf(p, download)
+	if link == p.Rate || p.Rate == 0 {
+		return r
+	}
+	f := float64(link) / float64(p.Rate)
+	rate := max(uint64(float64(r.rate)*f), minRate)
+	return rates{rate, max(uint64(float64(r.ceil)*f), rate)}
+}
+
+// changeLink makes iface's tree (or its IFB's) match the link rate in
+// place: the root class, then each lane's class and FIFO leaf. Callers
+// hold e.mu.
+func (e *Enforcer) changeLink(iface string, download bool) error {
+	st := e.ifaces[iface]
+	dev := iface
+	if download {
+		dev = st.ifb
+	}
+	link, err := e.h.LinkByName(dev)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", dev, err)
+	}
+	e.quietTC = true
+	defer func() { e.quietTC = false }()
+	rate := e.linkOf(st.plan, download)
+	top := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index, Parent: ClassID(Major, 0), Handle: ClassID(Major, rootMinor)},
+		htbAttrs(rate, rate, 0))
+	if err := e.h.ClassChange(top); err != nil {
+		return fmt.Errorf("change root class of %s: %w", dev, hint(err))
+	}
+	for _, c := range st.plan.Classes {
+		if err := e.applyClass(iface, link, c, download, e.effectiveRates(st.plan, c, download), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -37,8 +37,11 @@ type Config struct {
 	// link bloated.
 	Detect, Window int
 	// HighLoad is the share of its rate a direction must carry to count
-	// as loaded.
-	HighLoad float64
+	// as loaded (and its rate to rise); MinLoad the share it must carry
+	// for a queue to count as its own (and its rate to drop). A TCP flow
+	// behind a slower bottleneck sends at the bottleneck's rate, a
+	// fraction of the shaper's: the drop cannot wait for high load.
+	HighLoad, MinLoad float64
 	// Down is the factor a bloated direction's rate drops by; Up the
 	// factor a loaded one's rises by at each tick.
 	Down, Up float64
@@ -67,6 +70,7 @@ var Defaults = Config{
 	Detect:       3,
 	Window:       6,
 	HighLoad:     0.75,
+	MinLoad:      0.1,
 	Down:         0.9,
 	Up:           1.05,
 	Refractory:   300 * time.Millisecond,
@@ -89,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HighLoad == 0 {
 		c.HighLoad = d.HighLoad
+	}
+	if c.MinLoad == 0 {
+		c.MinLoad = d.MinLoad
 	}
 	if c.Down == 0 {
 		c.Down = d.Down
@@ -154,6 +161,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("detect %d outside 1..window (%d)", c.Detect, c.Window)
 	case !(c.HighLoad > 0 && c.HighLoad <= 1):
 		return fmt.Errorf("high load %v outside (0, 1]", c.HighLoad)
+	case !(c.MinLoad > 0 && c.MinLoad <= c.HighLoad):
+		return fmt.Errorf("minimum load %v outside (0, high load %v]", c.MinLoad, c.HighLoad)
 	case !(c.Down > 0 && c.Down < 1):
 		return fmt.Errorf("down factor %v outside (0, 1)", c.Down)
 	case !(c.Up > 1 && c.Up <= 2):
@@ -299,7 +308,7 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 		}
 		next := rate
 		switch {
-		case d.Bloated && load >= c.cfg.HighLoad:
+		case d.Bloated && load >= c.cfg.MinLoad:
 			if !c.lastDown[dir].IsZero() && now.Sub(c.lastDown[dir]) < c.cfg.Refractory {
 				break
 			}

@@ -29,6 +29,7 @@ func TestCheck(t *testing.T) {
 		{"up factor below 1", func(c *Config) { c.Up = 0.5 }, "up factor 0.5 outside (1, 2]"},
 		{"negative threshold", func(c *Config) { c.Threshold = -time.Millisecond }, "threshold -1ms is negative"},
 		{"high load above 1", func(c *Config) { c.HighLoad = 1.5 }, "high load 1.5 outside (0, 1]"},
+		{"minimum load above high", func(c *Config) { c.MinLoad = 0.8 }, "minimum load 0.8 outside (0, high load 0.75]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,8 +125,8 @@ func TestLaw(t *testing.T) {
 			step(c, &now, tick, 20*time.Millisecond, 2, [2]float64{0, 0})
 		}
 		// Egress sent its 10 Mbit/s into a queue that stays at 40 ms
-		// (no slope); ingress is idle.
-		d := step(c, &now, tick, 60*time.Millisecond, 6, [2]float64{10 * mbit, 1 * mbit})
+		// (no slope); ingress carries 5 % of its rate.
+		d := step(c, &now, tick, 60*time.Millisecond, 6, [2]float64{10 * mbit, 0.5 * mbit})
 		if !d.Bloated {
 			t.Fatalf("six samples 40 ms over the baseline: not bloated: %+v", d)
 		}
@@ -158,6 +159,20 @@ func TestLaw(t *testing.T) {
 		d = step(c, &now, tick, 48*time.Millisecond, 6, [2]float64{float64(before), 0})
 		if d.Why[Egress] != "bloat" || d.Rates[Egress] >= before {
 			t.Errorf("a queue that does not drain: egress %d -> %d (%q)", before, d.Rates[Egress], d.Why[Egress])
+		}
+	})
+	t.Run("an ack-clocked flow behind a slower bottleneck: cut to what it sends", func(t *testing.T) {
+		c, _ := New(Config{Min: [2]uint64{mbit}, Max: [2]uint64{20 * mbit}}, t0)
+		now := t0
+		for range 5 {
+			step(c, &now, tick, 20*time.Millisecond, 2, [2]float64{5 * mbit})
+		}
+		// TCP sends the bottleneck's 5 Mbit/s through the 20 Mbit/s
+		// shaper (a quarter of it) and keeps its queue 300 ms deep.
+		d := step(c, &now, tick, 320*time.Millisecond, 6, [2]float64{5 * mbit})
+		want := uint64(5 * mbit * 0.9 * 0.7)
+		if got := d.Rates[Egress]; got < want-want/100 || got > want+want/100 || d.Why[Egress] != "bloat" {
+			t.Errorf("egress %d (%q), want about %d: 0.9 × the 5 Mbit/s sent × the drain of 300 ms in 1 s", got, d.Why[Egress], want)
 		}
 	})
 	t.Run("a growing queue: the link's rate from the delay's slope", func(t *testing.T) {

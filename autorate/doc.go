@@ -25,19 +25,21 @@
 // Window samples are. At each tick, for each direction with a range
 // (Max > 0):
 //
-//   - bloated and loaded (the shaper sent at least HighLoad of its
-//     rate), no decrease within Refractory, and the delay not falling
-//     over the window since a decrease (a queue that drains says the
-//     rate is already below the link's): the rate drops below the link's rate,
-//     estimated as what the shaper sent over 1 + the delay's slope (a
-//     queue fed at s and served at c grows its delay by (s − c)/c each
-//     second), by the factor Down and by as much again as drains the
-//     standing queue within Drain (at most to a quarter), never below
-//     Min. A direction that was not loaded keeps its rate: its traffic
-//     did not fill the queue (with RTTs alone the two directions'
-//     delays are one).
-//   - not bloated, loaded, and a sample since the last tick: the rate
-//     rises by the factor Up, never above Max.
+//   - bloated, the direction carrying at least MinLoad of its rate (a
+//     TCP flow behind a slower bottleneck sends at the bottleneck's rate,
+//     well below the shaper's), no decrease within Refractory, and the
+//     delay not falling over the window since a decrease (a queue that
+//     drains says the rate is already below the link's): the rate drops
+//     below the link's rate, estimated as what the shaper sent over 1 +
+//     the delay's slope (a queue fed at s and served at c grows its
+//     delay by (s − c)/c each second), by the factor Down and by as much
+//     again as drains the standing queue within Drain (at most to a
+//     quarter), never below Min. A direction carrying less keeps its
+//     rate: its traffic did not fill the queue (with RTTs alone the two
+//     directions' delays are one).
+//   - not bloated, loaded (carrying at least HighLoad of its rate), and a
+//     sample since the last tick: the rate rises by the factor Up, never
+//     above Max.
 //   - not bloated and not loaded: nothing tells what the link can carry;
 //     the rate keeps its value.
 //

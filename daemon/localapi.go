@@ -383,6 +383,14 @@ func (d *Daemon) mechanisms() []api.Mechanism {
 		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)
 	default:
 		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)
+		if a := d.config().Net.Auto; a != nil {
+			mech := api.Mechanism{Resource: "net rate", Backend: "auto: follows the upload link from pings to " + a.Reflector.String(), OK: d.net.auto != nil, Preferred: true,
+				Reason: "HTB root and lane classes changed in place within " + lane.FormatRate(a.Law.Min[0]) + ".." + lane.FormatRate(a.Law.Max[0])}
+			if d.net.auto == nil {
+				mech.Backend = "auto: not running (lanes status says why)"
+			}
+			m = append(m, mech)
+		}
 	}
 	d.applyMu.Unlock()
 	m = append(m, api.Mechanism{Resource: "process events", Backend: d.events,

@@ -23,6 +23,8 @@ type network struct {
 	// idle runs the preemption intervals of the interfaces' idletime
 	// lanes ([net.idletime]); nil when pi is off.
 	idle *idleRun
+	// auto runs the link's rate ([net] rate = "auto"); nil otherwise.
+	auto *autoRun
 	// socketsOnly: no [net] rate, only the socket plan applies.
 	socketsOnly bool
 }
@@ -94,6 +96,7 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 	if cfg.Net.Rate == 0 {
 		// Sockets only: the trees go first, so that their classes'
 		// flags go with them.
+		d.endAuto()
 		d.net.idle.end()
 		d.net.idle = nil
 		for _, iface := range slices.Clone(d.net.ifaces) {
@@ -126,7 +129,9 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 		return fmt.Errorf("net: %w", err)
 	}
 	// The controller holds gates of the trees about to change: stop it
-	// (releasing them) first, and start it again on the new trees.
+	// (releasing them) first, and start it again on the new trees. The
+	// auto rate starts again too, from its maximum.
+	d.endAuto()
 	d.net.idle.end()
 	d.net.idle = nil
 	for _, old := range d.net.ifaces {
@@ -167,7 +172,31 @@ func (d *Daemon) applyNet(cfg *lane.Config) error {
 	} else if cfg.Net.Idle.PI.Off() {
 		d.setHealth("net-idletime", "")
 	}
+	switch {
+	case cfg.Net.Auto == nil:
+		d.setHealth("net-auto", "")
+	case len(applied) == 1:
+		if err := d.startAuto(cfg.Net.Auto, applied[0], plans[applied[0]]); err != nil {
+			d.setHealth("net-auto", err.Error())
+			errs = append(errs, err)
+		} else {
+			d.setHealth("net-auto", "")
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// endAuto stops the auto rate's loop and puts the plans' link rates back.
+func (d *Daemon) endAuto() {
+	if d.net.auto == nil {
+		return
+	}
+	d.net.auto.end()
+	d.net.auto = nil
+	if err := d.net.e.RestoreLinkRates(); err != nil {
+		d.logf("net auto: restore the link rates: %v", err)
+	}
+	d.setHealth("net-auto-stale", "")
 }
 
 // startNetIdle starts the controller over every gate of the shaped
@@ -241,6 +270,7 @@ func (d *Daemon) stopNet() {
 	if d.net == nil {
 		return
 	}
+	d.endAuto()
 	d.net.idle.end()
 	d.net.idle = nil
 	for _, iface := range slices.Clone(d.net.ifaces) {

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/lanes-qos/lanes/autorate"
 	"github.com/lanes-qos/lanes/idletime"
 )
 
@@ -147,6 +149,15 @@ type fileNetGlobal struct {
 	ReplaceRoot *bool        `toml:"replace_root"`
 	Idletime    *fileNetIdle `toml:"idletime"`
 	Ledbat      *fileLedbat  `toml:"ledbat"`
+	Auto        *fileNetAuto `toml:"auto"`
+}
+
+type fileNetAuto struct {
+	Upload    *string `toml:"upload"`
+	Download  *string `toml:"download"`
+	Reflector *string `toml:"reflector"`
+	Interval  *string `toml:"interval"`
+	Threshold *string `toml:"threshold"`
 }
 
 type fileLedbat struct {
@@ -389,11 +400,18 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 		}
 	}
 	if fn.Rate != nil {
-		r, err := ParseRate(*fn.Rate)
-		if err != nil {
-			v.add("net.rate", "%v", err)
+		if *fn.Rate == "auto" {
+			n.Auto = v.netAuto(n, fn.Auto)
+		} else {
+			r, err := ParseRate(*fn.Rate)
+			if err != nil {
+				v.add("net.rate", "%v (or \"auto\")", err)
+			}
+			n.Rate = r
 		}
-		n.Rate = r
+	}
+	if fn.Auto != nil && n.Auto == nil {
+		v.add("net.auto", "set [net] rate = \"auto\" for the rate to follow the link")
 	}
 	if fn.Ingress != nil {
 		n.Ingress = *fn.Ingress
@@ -447,6 +465,95 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 			}
 		}
 	}
+}
+
+// netAuto reads [net.auto] for rate = "auto": the rate's range, the
+// reflector and the controller's period and threshold. n.Rate becomes the
+// range's maximum, at which the trees are built.
+func (v *validator) netAuto(n *NetGlobal, fa *fileNetAuto) *AutoRate {
+	a := &AutoRate{Interval: DefaultAutoInterval, Law: autorate.Config{Threshold: autorate.Defaults.Threshold}}
+	switch {
+	case fa == nil:
+		v.add("net.rate", "\"auto\" needs a [net.auto] table with upload (the rate's range) and reflector")
+		return a
+	case fa.Upload == nil:
+		v.add("net.auto", "rate = \"auto\" needs upload, the upload rate's range, e.g. upload = \"1mbit..20mbit\"")
+	default:
+		if lo, hi, ok := v.rateRange("net.auto.upload", *fa.Upload); ok {
+			a.Law.Min[autorate.Egress], a.Law.Max[autorate.Egress] = lo, hi
+			n.Rate = hi
+		}
+	}
+	if fa.Download != nil {
+		v.add("net.auto.download", "the download rate does not follow the link yet: leave download out (with ingress = true the download tree keeps the upload's maximum)")
+	}
+	if fa.Reflector == nil {
+		v.add("net.auto", "rate = \"auto\" needs reflector: an address beyond the bottleneck that answers ping (e.g. your provider's first router)")
+	} else if addr, err := netip.ParseAddr(*fa.Reflector); err != nil {
+		v.add("net.auto.reflector", "%q is not an IP address", *fa.Reflector)
+	} else if addr = addr.Unmap(); addr.IsUnspecified() || addr.IsLoopback() || addr.IsMulticast() || addr.Zone() != "" {
+		v.add("net.auto.reflector", "%s cannot be a reflector: want a unicast address beyond the link", addr)
+	} else {
+		a.Reflector = addr
+	}
+	if fa.Interval != nil {
+		if d, ok := v.duration("net.auto.interval", *fa.Interval, MinAutoInterval, MaxAutoInterval); ok {
+			a.Interval = d
+		}
+	}
+	if fa.Threshold != nil {
+		if d, ok := v.duration("net.auto.threshold", *fa.Threshold, time.Millisecond, 500*time.Millisecond); ok {
+			a.Law.Threshold = d
+		}
+	}
+	if len(n.Interfaces) > 1 {
+		v.add("net.interfaces", "rate = \"auto\" follows one link: name at most one interface")
+	}
+	if a.Law.Max[autorate.Egress] != 0 && a.Reflector.IsValid() {
+		if err := a.Law.Check(); err != nil {
+			v.add("net.auto", "%v", err)
+		}
+	}
+	return a
+}
+
+// rateRange parses "min..max" (two rates, min at most max, min at least
+// 8kbit).
+func (v *validator) rateRange(key, s string) (lo, hi uint64, ok bool) {
+	a, b, found := strings.Cut(s, "..")
+	if !found {
+		v.add(key, "%q is not a range: want min..max, e.g. \"1mbit..20mbit\"", s)
+		return 0, 0, false
+	}
+	lo, err1 := ParseRate(strings.TrimSpace(a))
+	hi, err2 := ParseRate(strings.TrimSpace(b))
+	switch {
+	case err1 != nil:
+		v.add(key, "minimum: %v", err1)
+	case err2 != nil:
+		v.add(key, "maximum: %v", err2)
+	case lo < MinAutoRate:
+		v.add(key, "minimum %s is below %s", FormatRate(lo), FormatRate(MinAutoRate))
+	case lo > hi:
+		v.add(key, "minimum %s is above maximum %s", FormatRate(lo), FormatRate(hi))
+	default:
+		return lo, hi, true
+	}
+	return 0, 0, false
+}
+
+// duration parses a duration within lo..hi.
+func (v *validator) duration(key, s string, lo, hi time.Duration) (time.Duration, bool) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		v.add(key, "invalid duration %q: want e.g. \"100ms\"", s)
+	case d < lo || d > hi:
+		v.add(key, "%v is outside %v..%v", d, lo, hi)
+	default:
+		return d, true
+	}
+	return 0, false
 }
 
 func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {

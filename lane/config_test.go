@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-qos/lanes/autorate"
 	"github.com/lanes-qos/lanes/idletime"
 )
 
@@ -206,6 +207,20 @@ func TestParseErrors(t *testing.T) {
 		{"bad glob", "[[rule]]\nlane = \"normal\"\nexe = \"/usr/bin/[a\"\n", []string{`lanes.toml:3: rule[1].exe: bad glob "/usr/bin/[a": syntax error in pattern`}},
 		{"relative cgroup", "[[rule]]\nlane = \"normal\"\ncgroup = \"user.slice\"\n", []string{`lanes.toml:3: rule[1].cgroup: "user.slice" does not start with /`}},
 		{"long comm", "[[rule]]\nlane = \"normal\"\ncomm = \"abcdefghijklmnop\"\n", []string{`lanes.toml:3: rule[1].comm: "abcdefghijklmnop" is longer than 15 bytes`}},
+		{"auto without upload", "[net]\nrate = \"auto\"\n[net.auto]\nreflector = \"198.18.0.1\"\n", []string{`lanes.toml:3: net.auto: rate = "auto" needs upload, the upload rate's range`}},
+		{"auto range reversed", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"20mbit..1mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:4: net.auto.upload: minimum 20mbit is above maximum 1mbit"}},
+		{"auto range not a range", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"20mbit\"\nreflector = \"198.18.0.1\"\n", []string{`lanes.toml:4: net.auto.upload: "20mbit" is not a range`}},
+		{"auto range below the floor", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1kbit..1mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:4: net.auto.upload: minimum 1kbit is below 8kbit"}},
+		{"auto without reflector", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\n", []string{"lanes.toml:3: net.auto: rate = \"auto\" needs reflector"}},
+		{"auto reflector not an address", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"router.example\"\n", []string{`lanes.toml:5: net.auto.reflector: "router.example" is not an IP address`}},
+		{"auto reflector loopback", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"127.0.0.1\"\n", []string{"lanes.toml:5: net.auto.reflector: 127.0.0.1 cannot be a reflector"}},
+		{"auto download not yet", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\ndownload = \"1mbit..50mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:5: net.auto.download: the download rate does not follow the link yet"}},
+		{"auto interval short", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\ninterval = \"5ms\"\n", []string{"lanes.toml:6: net.auto.interval: 5ms is outside 20ms..1s"}},
+		{"auto threshold junk", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\nthreshold = \"soon\"\n", []string{`lanes.toml:6: net.auto.threshold: invalid duration "soon"`}},
+		{"auto table without auto rate", "[net]\nrate = \"20mbit\"\n[net.auto]\nupload = \"1mbit..20mbit\"\n", []string{`net.auto: set [net] rate = "auto"`}},
+		{"auto on two interfaces", "[net]\ninterfaces = [\"eth0\", \"wlan0\"]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:2: net.interfaces: rate = \"auto\" follows one link"}},
+		{"auto without its table", "[net]\nrate = \"auto\"\n", []string{`lanes.toml:2: net.rate: "auto" needs a [net.auto] table`}},
+		{"rate neither a rate nor auto", "[net]\nrate = \"fast\"\n", []string{`lanes.toml:2: net.rate: invalid rate "fast": want a number and a unit, e.g. "20mbit" (or "auto")`}},
 		{"monitor period short", "[monitor]\nperiod = \"10ms\"\n", []string{"lanes.toml:2: monitor.period: 10ms is outside 50ms..1h0m0s"}},
 		{"monitor period junk", "[monitor]\nperiod = \"often\"\n", []string{`lanes.toml:2: monitor.period: invalid duration "often"`}},
 		{"monitor report below period", "[monitor]\nperiod = \"2s\"\nreport = \"1s\"\n", []string{"lanes.toml:3: monitor.report: 1s is shorter than monitor.period 2s"}},
@@ -570,5 +585,28 @@ func TestNetCC(t *testing.T) {
 	}
 	if got := c.Lanes["bulk"].Net.CC; got != "" {
 		t.Errorf("bulk net.cc %q, want the host's default", got)
+	}
+}
+
+func TestAutoRateConfig(t *testing.T) {
+	c, err := Parse("t.toml", []byte("[net]\nrate = \"auto\"\n[net.auto]\nupload = \"2mbit .. 20mbit\"\nreflector = \"198.18.1.1\"\nthreshold = \"15ms\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Net.Auto
+	if a == nil {
+		t.Fatal("rate = \"auto\" gave no Net.Auto")
+	}
+	if c.Net.Rate != 20_000_000 {
+		t.Errorf("Net.Rate %d, want the range's maximum", c.Net.Rate)
+	}
+	if a.Law.Min[autorate.Egress] != 2_000_000 || a.Law.Max[autorate.Egress] != 20_000_000 || a.Law.Max[autorate.Ingress] != 0 {
+		t.Errorf("range %v..%v, want upload 2..20 Mbit/s and no download", a.Law.Min, a.Law.Max)
+	}
+	if a.Reflector.String() != "198.18.1.1" || a.Interval != DefaultAutoInterval || a.Law.Threshold != 15*time.Millisecond {
+		t.Errorf("reflector %v, interval %v, threshold %v", a.Reflector, a.Interval, a.Law.Threshold)
+	}
+	if d, err := Parse("t.toml", []byte("[net]\nrate = \"20mbit\"\n")); err != nil || d.Net.Auto != nil {
+		t.Errorf("a fixed rate: Auto %v, err %v", d.Net.Auto, err)
 	}
 }

@@ -1,9 +1,11 @@
 package lane
 
 import (
+	"net/netip"
 	"strings"
 	"time"
 
+	"github.com/lanes-qos/lanes/autorate"
 	"github.com/lanes-qos/lanes/control"
 	"github.com/lanes-qos/lanes/idletime"
 )
@@ -175,7 +177,33 @@ type NetGlobal struct {
 	// target): the queueing delay lanes_ledbat's senders and rLEDBAT's
 	// receivers steer to, MinLedbatTarget..MaxLedbatTarget.
 	LedbatTarget time.Duration
+	// Auto, with rate = "auto" ([net.auto]), makes the link's rate follow
+	// the link; Rate is then its maximum, at which the trees are built.
+	// nil: Rate is fixed (or unset).
+	Auto *AutoRate
 }
+
+// AutoRate is [net.auto]: the range the link's rate moves in, the
+// reflector whose echo round trips measure the link's queue, and the
+// controller's period and threshold.
+type AutoRate struct {
+	// Law holds the range (Min and Max by autorate.Dir) and the
+	// threshold; the rest of the law is autorate's defaults.
+	Law autorate.Config
+	// Reflector answers ICMP echo beyond the bottleneck.
+	Reflector netip.Addr
+	// Interval is the time between probes and between decisions.
+	Interval time.Duration
+}
+
+// The auto rate's limits: the probe and decision period, and the lowest
+// rate a range may start at.
+const (
+	DefaultAutoInterval = 100 * time.Millisecond
+	MinAutoInterval     = 20 * time.Millisecond
+	MaxAutoInterval     = time.Second
+	MinAutoRate         = 8000
+)
 
 // MinLedbatTarget and MaxLedbatTarget bound [net.ledbat] target (RFC 6817:
 // at most 100 ms).

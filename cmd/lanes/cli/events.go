@@ -35,6 +35,7 @@ Topics are dot-separated tokens, e.g.
   idletime.<resource>.hold|release        idletime scheduling's holds
   app.<pid>.report app.<pid>.directive    applications' QoS reports, directives
   controller.<name>.action                every change a controller makes
+  net.auto.probe net.auto.rate            rate = "auto": round trips, decisions
 A pattern's "*" matches one token, a last ">" the rest: lane.*.cpu, net.>.
 app.<pid> events are shown to root and to the owner of the process only.
 

@@ -1,0 +1,31 @@
+//go:build !linux
+
+package netsched
+
+import (
+	"net/netip"
+	"time"
+)
+
+// SetLinkRate changes a direction's link rate at run time (Linux only).
+func (e *Enforcer) SetLinkRate(download bool, rate uint64) error { return errUnsupported }
+
+// LinkRate returns a direction's link rate now (Linux only).
+func (e *Enforcer) LinkRate(download bool) uint64 { return 0 }
+
+// RestoreLinkRates puts the plans' link rates back (Linux only).
+func (e *Enforcer) RestoreLinkRates() error { return errUnsupported }
+
+// Pinger pings a reflector (Linux only).
+type Pinger struct{}
+
+// StartPinger is unsupported outside Linux.
+func StartPinger(target netip.Addr, interval time.Duration, label uint32, out func(PingSample)) (*Pinger, error) {
+	return nil, errUnsupported
+}
+
+// Counts is unsupported outside Linux.
+func (p *Pinger) Counts() (answered, lost uint64) { return 0, 0 }
+
+// Close is unsupported outside Linux.
+func (p *Pinger) Close() error { return errUnsupported }

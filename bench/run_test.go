@@ -101,6 +101,20 @@ func TestS1Short(t *testing.T) {
 	}
 }
 
+// matrixBars says how the short matrix's cells miss their bars: greedy
+// UDP at 30 Mbit/s into a 20 Mbit/s FIFO crushes TCP with no scheduling,
+// and strict priority keeps it.
+func matrixBars(kept map[string]float64) []string {
+	var msgs []string
+	if k := kept["100/none"]; k > 0.6 {
+		msgs = append(msgs, fmt.Sprintf("no scheduling at 100 %%: foreground kept %.2f, want < 0.6", k))
+	}
+	if k := kept["100/prio PI 0"]; k < 0.8 {
+		msgs = append(msgs, fmt.Sprintf("strict priority at 100 %%: foreground kept %.2f, want ≥ 0.8", k))
+	}
+	return msgs
+}
+
 // s1Bar says how an arm's foreground share in the short S1 misses its
 // bar, or "" when it meets it.
 func s1Bar(arm string, s Stat) string {
@@ -188,26 +202,51 @@ setup = [
 	if err != nil {
 		t.Fatal(err)
 	}
-	var progress bytes.Buffer
-	err = Run(context.Background(), Options{Scenario: scenario, OutDir: dir, Duration: 2 * time.Second, Progress: &progress, Logf: t.Logf})
-	t.Logf("progress:\n%s", progress.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "m.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res Results
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
+	// As in TestS1Short: a run that missed a bar while the emulator woke
+	// more than lateLimit late at p99 in any phase (the link's own delay
+	// is 5 ms each way) measured the host, not the arms, and is repeated
+	// once; a second one counts whatever the host did.
+	const lateLimit = 20 * time.Millisecond
+	var (
+		res      Results
+		kept     map[string]float64
+		progress bytes.Buffer
+		out      string
+	)
+	for try := 1; ; try++ {
+		out = filepath.Join(dir, fmt.Sprintf("try%d", try))
+		progress.Reset()
+		err = Run(context.Background(), Options{Scenario: scenario, OutDir: out, Duration: 2 * time.Second, Progress: &progress, Logf: t.Logf})
+		t.Logf("progress:\n%s", progress.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(out, "m.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = Results{}
+		if err := json.Unmarshal(data, &res); err != nil {
+			t.Fatal(err)
+		}
+		kept = map[string]float64{}
+		for _, a := range res.Summary {
+			kept[fmt.Sprintf("%g/%s", a.Intensity, label(a.Arm, a.PI))] = a.FgKept.Mean
+		}
+		var worst time.Duration
+		for _, p := range res.Phases {
+			worst = max(worst, p.Link.Up.Lateness.P99, p.Link.Down.Lateness.P99)
+		}
+		missed := matrixBars(kept) != nil
+		if !missed || worst <= lateLimit || try == 2 {
+			break
+		}
+		t.Logf("try %d: a bar missed while the emulator woke up to %v late at p99 in a phase; measuring again", try, worst.Round(time.Microsecond))
 	}
 	if len(res.Phases) != 9 {
 		t.Errorf("%d phases, want 9 (bg alone, then per intensity fg alone and 3 arm runs)", len(res.Phases))
 	}
-	kept := map[string]float64{}
 	for _, a := range res.Summary {
-		kept[fmt.Sprintf("%g/%s", a.Intensity, label(a.Arm, a.PI))] = a.FgKept.Mean
 		if a.FgKept.N != 1 || len(a.Errors) > 0 {
 			t.Errorf("%g %% %s: n=%d, errors %v", a.Intensity, label(a.Arm, a.PI), a.FgKept.N, a.Errors)
 		}
@@ -216,14 +255,10 @@ setup = [
 	if len(kept) != 6 {
 		t.Errorf("%d cells, want 6", len(kept))
 	}
-	// Greedy UDP at 30 Mbit/s into a 20 Mbit/s FIFO crushes TCP.
-	if k := kept["100/none"]; k > 0.6 {
-		t.Errorf("no scheduling at 100 %%: foreground kept %.2f, want < 0.6", k)
+	for _, msg := range matrixBars(kept) {
+		t.Error(msg)
 	}
-	if k := kept["100/prio PI 0"]; k < 0.8 {
-		t.Errorf("strict priority at 100 %%: foreground kept %.2f, want ≥ 0.8", k)
-	}
-	md, _ := os.ReadFile(filepath.Join(dir, "m.md"))
+	md, _ := os.ReadFile(filepath.Join(out, "m.md"))
 	if !strings.Contains(string(md), "| prio PI 2ms |") {
 		t.Errorf("markdown has no row for prio PI 2ms:\n%s", md)
 	}

@@ -1,8 +1,9 @@
 // Package autorate is the controller behind `[net] rate = "auto"`: it
 // moves the shaper's link rate, per direction, to follow a link whose
 // capacity changes (cellular, Wi-Fi, a shared uplink), from the delay
-// that probes to a reflector and lanes' own traffic measure. It is the
-// approach of cake-autorate applied to lanes' HTB trees: as long as the
+// that probes to a reflector measure (not lanes' own flows' round trips:
+// those include the queues of lanes' own tree, which the rate sets). It
+// is the approach of cake-autorate applied to lanes' HTB trees: as long as the
 // shaper is the bottleneck the link's own queue stays empty and the delay
 // stays at its baseline; when the link becomes slower than the shaper,
 // its queue grows, the delay rises above the baseline, and the shaper
@@ -43,8 +44,8 @@
 //   - not bloated and not loaded: nothing tells what the link can carry;
 //     the rate keeps its value.
 //
-// With no delay sample for Stale (the reflector stopped answering and no
-// traffic of lanes' measured one), the controller holds every rate at its
+// With no delay sample for Stale (the reflector stopped answering), the
+// controller holds every rate at its
 // last value (the last good rate) and says so in the decision, until
 // samples come back.
 package autorate

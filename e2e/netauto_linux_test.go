@@ -180,8 +180,17 @@ func autoRate(t *testing.T, cc string) {
 	p90 := rtts[len(rtts)*9/10]
 	t.Logf("reflector RTT over the last 5 s: median %.1f ms, p90 %.1f ms, max %.1f ms (%d answers)", rtts[len(rtts)/2], p90, rtts[len(rtts)-1], len(rtts))
 	testutil.RequireTiming(t)
-	if p90 > 60 {
-		t.Errorf("reflector RTT p90 %.1f ms under the upload, want the bottleneck's queue kept short (at most 60 ms)\n%s", p90, e.log)
+	// Cubic fills the bottleneck's queue by itself (its p90 without
+	// lanes: 235 ms here): the auto rate must keep it short. BBR keeps it
+	// near 25 ms by itself, and its bandwidth probes while the rate climbs
+	// past the link's build queues of 60-100 ms before the rate is cut:
+	// the bound is then a tenth of the 1.2 s the queue holds.
+	limit := 60.0
+	if cc == "" {
+		limit = 120
+	}
+	if p90 > limit {
+		t.Errorf("reflector RTT p90 %.1f ms under the upload, want the bottleneck's queue kept short (at most %.0f ms)\n%s", p90, limit, e.log)
 	}
 	// The bottleneck opens: the rate climbs back.
 	p.setBottleneck(t, "50mbit")

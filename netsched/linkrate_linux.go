@@ -121,14 +121,11 @@ func (e *Enforcer) scaled(p Plan, r rates, download bool) rates {
 // hold e.mu.
 func (e *Enforcer) changeLink(iface string, download bool) error {
 	st := e.ifaces[iface]
-	dev := iface
-	if download {
-		dev = st.ifb
-	}
-	link, err := e.h.LinkByName(dev)
+	link, err := e.treeDev(iface, download)
 	if err != nil {
-		return fmt.Errorf("interface %s: %w", dev, err)
+		return err
 	}
+	dev := link.Attrs().Name
 	e.quietTC = true
 	defer func() { e.quietTC = false }()
 	rate := e.linkOf(st.plan, download)

@@ -190,14 +190,11 @@ func (e *Enforcer) tune(laneName string, download bool, change func(plan, cur ra
 // e.mu.
 func (e *Enforcer) changeClass(iface string, c Class, download bool, r rates, prevCeil uint64) error {
 	st := e.ifaces[iface]
-	dev := iface
-	if download {
-		dev = st.ifb
-	}
-	link, err := e.h.LinkByName(dev)
+	link, err := e.treeDev(iface, download)
 	if err != nil {
-		return fmt.Errorf("interface %s: %w", dev, err)
+		return err
 	}
+	dev := link.Attrs().Name
 	prev := e.scaled(st.plan, rates{r.rate, prevCeil}, download)
 	r = e.scaled(st.plan, r, download)
 	e.logf("netsched: tc class change dev %s parent %x:%x classid %x:%x htb rate %d ceil %d burst %d cburst %d prio %d (lane %s, run time)",
@@ -231,4 +228,18 @@ func (e *Enforcer) applyClass(iface string, link netlink.Link, c Class, download
 		}
 	}
 	return e.replaceLeaf(link, l)
+}
+
+// treeDev is the device of iface's tree in a direction: iface itself, or
+// its IFB for download. Callers hold e.mu.
+func (e *Enforcer) treeDev(iface string, download bool) (netlink.Link, error) {
+	dev := iface
+	if download {
+		dev = e.ifaces[iface].ifb
+	}
+	link, err := e.h.LinkByName(dev)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", dev, err)
+	}
+	return link, nil
 }

@@ -498,10 +498,20 @@ func TestPublishProcEvents(t *testing.T) {
 		t.Fatalf("PublishProcEvents: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
+	// The child is reaped only after its exit event is read: the kernel
+	// names an exiting task's parent only while the task is still hashed,
+	// so a parent that reaps at once (cmd.Run) races the event and may
+	// leave its ppid 0, which BusEvent documents as "the kernel did not
+	// say". A zombie keeps it, so the ppid can be checked exactly.
 	cmd := exec.Command("/bin/sh", "-c", "sleep 0.1")
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("child: %v", err)
+		}
+	})
 	pid := cmd.Process.Pid
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -533,7 +543,7 @@ func TestPublishProcEvents(t *testing.T) {
 				t.Error("exit before exec")
 			}
 			if ppid, _ := ev.Payload["ppid"].(int64); int(ppid) != os.Getpid() {
-				t.Errorf("ppid %v, want %d", ev.Payload["ppid"], os.Getpid())
+				t.Errorf("exit: ppid %v, want %d", ev.Payload["ppid"], os.Getpid())
 			}
 			return
 		}

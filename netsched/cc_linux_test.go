@@ -158,14 +158,8 @@ func TestLedbatYields(t *testing.T) {
 	tp := newTopo(t, true)
 	l := setupLanesWith(t, tp, ccConfig, idletimeSpec{})
 	const secs = 8
-	ctx, cancel := context.WithTimeout(context.Background(), timeout(8*secs*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(24*secs*time.Second))
 	defer cancel()
-	bgAlone := ccFlow(t, ctx, tp, l.cg[lane.Background], 5601, secs, "")
-	bgRate := bgAlone.wait(t)
-	if cc := bgAlone.senderCC(t); cc != ledbat.Name {
-		t.Fatalf("background sender used %q, want %s", cc, ledbat.Name)
-	}
-	fgAlone := ccFlow(t, ctx, tp, l.cg[lane.Normal], 5602, secs, "cubic").wait(t)
 	against := func(bgCC string, port int) float64 {
 		bg := ccFlow(t, ctx, tp, l.cg[lane.Background], port, secs+2, bgCC)
 		time.Sleep(2 * time.Second) // the background has the link first
@@ -173,20 +167,35 @@ func TestLedbatYields(t *testing.T) {
 		bg.wait(t)
 		return fg
 	}
-	fgLedbat := against("", 5603)
-	fgCubic := against("cubic", 5605)
-	t.Logf("background alone (%s): %.2f Mbit/s; cubic foreground alone %.2f, against %s %.2f (%.0f %%), against cubic %.2f (%.0f %%)",
-		ledbat.Name, mbit(bgRate), mbit(fgAlone), ledbat.Name, mbit(fgLedbat), 100*fgLedbat/fgAlone, mbit(fgCubic), 100*fgCubic/fgAlone)
-	testutil.RequireTiming(t)
-	if bgRate < 0.85*fgAlone {
-		t.Errorf("%s alone: %.2f Mbit/s, under 85 %% of what cubic gets alone (%.2f): it should use what is free", ledbat.Name, mbit(bgRate), mbit(fgAlone))
-	}
-	if fgLedbat < 0.85*fgAlone {
-		t.Errorf("foreground against %s: %.0f %% of its rate alone, want >= 85 %%", ledbat.Name, 100*fgLedbat/fgAlone)
-	}
-	if fgLedbat < fgCubic+0.2*fgAlone {
-		t.Errorf("foreground against %s (%.2f Mbit/s) not clearly above against cubic (%.2f): the contrast shows nothing", ledbat.Name, mbit(fgLedbat), mbit(fgCubic))
-	}
+	// A try that misses a bar is made again, up to twice: a disturbed
+	// host spoils one try, a sender that does not yield every one.
+	testutil.Attempts(t, 3, func(try int) []string {
+		port := 5601 + 10*(try-1)
+		bgAlone := ccFlow(t, ctx, tp, l.cg[lane.Background], port, secs, "")
+		bgRate := bgAlone.wait(t)
+		if cc := bgAlone.senderCC(t); cc != ledbat.Name {
+			t.Fatalf("background sender used %q, want %s", cc, ledbat.Name)
+		}
+		fgAlone := ccFlow(t, ctx, tp, l.cg[lane.Normal], port+1, secs, "cubic").wait(t)
+		fgLedbat := against("", port+2)
+		fgCubic := against("cubic", port+4)
+		t.Logf("try %d: background alone (%s): %.2f Mbit/s; cubic foreground alone %.2f, against %s %.2f (%.0f %%), against cubic %.2f (%.0f %%)",
+			try, ledbat.Name, mbit(bgRate), mbit(fgAlone), ledbat.Name, mbit(fgLedbat), 100*fgLedbat/fgAlone, mbit(fgCubic), 100*fgCubic/fgAlone)
+		if try == 1 {
+			testutil.RequireTiming(t)
+		}
+		var misses []string
+		if bgRate < 0.85*fgAlone {
+			misses = append(misses, fmt.Sprintf("%s alone: %.2f Mbit/s, under 85 %% of what cubic gets alone (%.2f): it should use what is free", ledbat.Name, mbit(bgRate), mbit(fgAlone)))
+		}
+		if fgLedbat < 0.85*fgAlone {
+			misses = append(misses, fmt.Sprintf("foreground against %s: %.0f %% of its rate alone, want >= 85 %%", ledbat.Name, 100*fgLedbat/fgAlone))
+		}
+		if fgLedbat < fgCubic+0.2*fgAlone {
+			misses = append(misses, fmt.Sprintf("foreground against %s (%.2f Mbit/s) not clearly above against cubic (%.2f): the contrast shows nothing", ledbat.Name, mbit(fgLedbat), mbit(fgCubic)))
+		}
+		return misses
+	})
 }
 
 // TestLedbatBench compares the background's transport at a remote

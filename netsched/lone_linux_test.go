@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,72 @@ import (
 // loneSecs is each flow's length.
 const loneSecs = 4
 
-// loneTries is how many times a lone-flow pair is measured at most.
-const loneTries = 3
+// loneTries is how many quiet lone-flow pairs are measured at most, and
+// loneMaxTries how many pairs in all.
+const (
+	loneTries    = 3
+	loneMaxTries = 6
+)
+
+// loneQuiet is the share of the best unshaped run that an unshaped run
+// must reach for its pair to count. On this path a lone unshaped flow gets
+// 19.2-19.3 Mbit/s; when the host's neighbours take its CPUs (a CI run saw
+// 14.0 and 16.0 Mbit/s), the shaped flow beside it measures the host, not
+// lanes.
+const loneQuiet = 0.9
+
+// lonePair is a lone flow measured without lanes and then with lanes.
+type lonePair struct{ without, with loneResult }
+
+func (p lonePair) ratio() float64 { return p.with.bps / p.without.bps }
+
+// ok reports whether the pair meets issue 11's bar: at least 85 % of the
+// unshaped goodput and no stall over 300 ms.
+func (p lonePair) ok() bool {
+	return p.with.bps >= 0.85*p.without.bps && p.with.stall <= 300*time.Millisecond
+}
+
+// quietPairs returns the pairs whose unshaped run reached loneQuiet of
+// the best unshaped run among pairs (never none: the best one's pair is
+// quiet).
+func quietPairs(pairs []lonePair) []lonePair {
+	var best float64
+	for _, p := range pairs {
+		best = max(best, p.without.bps)
+	}
+	var quiet []lonePair
+	for _, p := range pairs {
+		if p.without.bps >= loneQuiet*best {
+			quiet = append(quiet, p)
+		}
+	}
+	return quiet
+}
+
+// bestLonePair returns the first of pairs that meets the bar, or else the
+// one with the best ratio.
+func bestLonePair(pairs []lonePair) lonePair {
+	best := pairs[0]
+	for _, p := range pairs {
+		if p.ok() {
+			return p
+		}
+		if p.ratio() > best.ratio() {
+			best = p
+		}
+	}
+	return best
+}
+
+// lonePassed reports whether a quiet pair meets the bar.
+func lonePassed(pairs []lonePair) bool {
+	for _, p := range quietPairs(pairs) {
+		if p.ok() {
+			return true
+		}
+	}
+	return false
+}
 
 // loneConfig is lanesd's defaults with the link's rate and ingress
 // shaping: the plan a new user gets.
@@ -131,6 +196,43 @@ func parseLone(out string, reverse bool) (loneResult, error) {
 	return loneResult{bps: r.End.SumReceived.BitsPerSecond, stall: stall}, nil
 }
 
+// TestLonePairs checks which lone-flow pairs count: a pair whose unshaped
+// flow measured a disturbed host is left out, and a quiet pair that meets
+// the bar wins over a better ratio with a stall.
+func TestLonePairs(t *testing.T) {
+	mb := func(without, with float64, stall time.Duration) lonePair {
+		return lonePair{loneResult{without * 1e6, 0}, loneResult{with * 1e6, stall}}
+	}
+	tests := []struct {
+		name      string
+		pairs     []lonePair
+		quiet     int
+		passed    bool
+		bestRatio float64
+	}{
+		// The CI run behind loneQuiet: one quiet pair at 82 %, two disturbed.
+		{"ci run", []lonePair{mb(19.22, 15.77, 0), mb(13.99, 11.79, 0), mb(16.03, 11.74, 0)}, 1, false, 15.77 / 19.22},
+		{"a disturbed pair does not pass", []lonePair{mb(19.2, 15, 0), mb(14, 13.5, 0)}, 1, false, 15 / 19.2},
+		{"quiet pair passes", []lonePair{mb(19.2, 15, 0), mb(19.1, 18, 0)}, 2, true, 18 / 19.1},
+		{"stall loses to a lower ratio", []lonePair{mb(19.2, 19, time.Second), mb(19.2, 17, 0)}, 2, true, 17 / 19.2},
+		{"all stall: best ratio", []lonePair{mb(19.2, 17, time.Second), mb(19.2, 18, time.Second)}, 2, false, 18 / 19.2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := quietPairs(tt.pairs)
+			if len(q) != tt.quiet {
+				t.Errorf("%d quiet pairs, want %d", len(q), tt.quiet)
+			}
+			if got := lonePassed(tt.pairs); got != tt.passed {
+				t.Errorf("passed = %v, want %v", got, tt.passed)
+			}
+			if got := bestLonePair(q).ratio(); math.Abs(got-tt.bestRatio) > 1e-9 {
+				t.Errorf("best ratio %.4f, want %.4f", got, tt.bestRatio)
+			}
+		})
+	}
+}
+
 func TestParseLone(t *testing.T) {
 	up := `{"end":{"sum_received":{"bits_per_second":1.5e7}},"server_output_json":{"intervals":[
 		{"sum":{"bytes":10,"seconds":0.1}},{"sum":{"bytes":0,"seconds":0.1}},{"sum":{"bytes":0,"seconds":0.1}},
@@ -208,19 +310,24 @@ func TestLoneFlow(t *testing.T) {
 							// A shaped flow loses what its HTB timers lose when
 							// the host's run late (an unshaped one does not): a
 							// short spell of them reads as a fault. The pair is
-							// measured again, back to back, up to twice, and the
-							// best ratio counts; a real fault (issue: 3-74 %)
-							// shows in every attempt.
-							for try := 2; try <= loneTries && (got.bps < 0.85*b.bps || got.stall > 300*time.Millisecond); try++ {
+							// measured again, back to back, and the best ratio
+							// among the quiet pairs counts; a real fault (issue:
+							// 3-74 %) shows in every pair.
+							pairs := []lonePair{{b, got}}
+							for len(pairs) < loneMaxTries && !lonePassed(pairs) && len(quietPairs(pairs)) < loneTries {
 								port++
 								nb := loneFlow(t, tp, "", cc, port, reverse)
 								port++
 								ng := loneFlow(t, tp, l.cg[ln], cc, port, reverse)
-								t.Logf("attempt %d: without lanes %v; with lanes %v: %.1f %%", try, nb, ng, 100*ng.bps/nb.bps)
-								if ng.bps/nb.bps > got.bps/b.bps {
-									b, got = nb, ng
-								}
+								t.Logf("attempt %d: without lanes %v; with lanes %v: %.1f %%", len(pairs)+1, nb, ng, 100*ng.bps/nb.bps)
+								pairs = append(pairs, lonePair{nb, ng})
 							}
+							quiet := quietPairs(pairs)
+							if len(quiet) < len(pairs) {
+								t.Logf("%d of %d pairs measured a disturbed host (the flow without lanes below %.0f %% of its best) and do not count", len(pairs)-len(quiet), len(pairs), 100*loneQuiet)
+							}
+							best := bestLonePair(quiet)
+							b, got = best.without, best.with
 							if got.bps < 0.85*b.bps {
 								t.Errorf("lone %s %s in lane %s: %.1f %% of the same flow without lanes, want >= 85 %% (issue: 93 %%)", cc, dir, ln, 100*got.bps/b.bps)
 							}

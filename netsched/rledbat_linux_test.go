@@ -52,10 +52,8 @@ func TestRecvYields(t *testing.T) {
 		t.Skipf("the receive-window program does not run here: %v", l.e.recvErr)
 	}
 	const secs = 8
-	ctx, cancel := context.WithTimeout(context.Background(), timeout(10*secs*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(30*secs*time.Second))
 	defer cancel()
-	bgAlone := download(t, ctx, tp, l.cg[lane.Background], 5801, secs, "cubic").wait(t)
-	fgAlone := download(t, ctx, tp, l.cg[lane.Normal], 5802, secs, "cubic").wait(t)
 	against := func(bgLane string, port int) float64 {
 		bg := download(t, ctx, tp, l.cg[bgLane], port, secs+2, "cubic")
 		time.Sleep(2 * time.Second) // the background has the link first
@@ -63,24 +61,35 @@ func TestRecvYields(t *testing.T) {
 		bg.wait(t)
 		return fg
 	}
-	fgRecv := against(lane.Background, 5803)
-	fgBulk := against("bulk", 5805)
-	st, _ := l.e.RecvStats()
-	t.Logf("background download alone: %.2f Mbit/s; foreground alone %.2f, against the background %.2f (%.0f %%), against bulk (no rLEDBAT) %.2f (%.0f %%); %+v",
-		mbit(bgAlone), mbit(fgAlone), mbit(fgRecv), 100*fgRecv/fgAlone, mbit(fgBulk), 100*fgBulk/fgAlone, st)
-	if st.Clamped == 0 {
-		t.Errorf("no receive window was set: %+v", st)
-	}
-	testutil.RequireTiming(t)
-	if bgAlone < 0.85*fgAlone {
-		t.Errorf("background download alone: %.2f Mbit/s, under 85 %% of a foreground download alone (%.2f): it should use what is free", mbit(bgAlone), mbit(fgAlone))
-	}
-	if fgRecv < 0.85*fgAlone {
-		t.Errorf("foreground download against the background: %.0f %% of its rate alone, want >= 85 %%", 100*fgRecv/fgAlone)
-	}
-	if fgRecv < fgBulk+0.2*fgAlone {
-		t.Errorf("foreground against the background (%.2f Mbit/s) not clearly above against bulk (%.2f): the contrast shows nothing", mbit(fgRecv), mbit(fgBulk))
-	}
+	// A try that misses a bar is made again, up to twice: a disturbed
+	// host spoils one try, a receiver that does not yield every one.
+	testutil.Attempts(t, 3, func(try int) []string {
+		port := 5801 + 10*(try-1)
+		bgAlone := download(t, ctx, tp, l.cg[lane.Background], port, secs, "cubic").wait(t)
+		fgAlone := download(t, ctx, tp, l.cg[lane.Normal], port+1, secs, "cubic").wait(t)
+		fgRecv := against(lane.Background, port+2)
+		fgBulk := against("bulk", port+4)
+		st, _ := l.e.RecvStats()
+		t.Logf("try %d: background download alone: %.2f Mbit/s; foreground alone %.2f, against the background %.2f (%.0f %%), against bulk (no rLEDBAT) %.2f (%.0f %%); %+v",
+			try, mbit(bgAlone), mbit(fgAlone), mbit(fgRecv), 100*fgRecv/fgAlone, mbit(fgBulk), 100*fgBulk/fgAlone, st)
+		if try == 1 {
+			if st.Clamped == 0 {
+				t.Errorf("no receive window was set: %+v", st)
+			}
+			testutil.RequireTiming(t)
+		}
+		var misses []string
+		if bgAlone < 0.85*fgAlone {
+			misses = append(misses, fmt.Sprintf("background download alone: %.2f Mbit/s, under 85 %% of a foreground download alone (%.2f): it should use what is free", mbit(bgAlone), mbit(fgAlone)))
+		}
+		if fgRecv < 0.85*fgAlone {
+			misses = append(misses, fmt.Sprintf("foreground download against the background: %.0f %% of its rate alone, want >= 85 %%", 100*fgRecv/fgAlone))
+		}
+		if fgRecv < fgBulk+0.2*fgAlone {
+			misses = append(misses, fmt.Sprintf("foreground against the background (%.2f Mbit/s) not clearly above against bulk (%.2f): the contrast shows nothing", mbit(fgRecv), mbit(fgBulk)))
+		}
+		return misses
+	})
 }
 
 // TestRecvIterCost measures one run of the receive-side iterator over n

@@ -2,6 +2,7 @@ package netsched
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,9 +34,17 @@ const (
 // checkAlone fails unless a lone flow's goodput is within [lo, 1.02] of max.
 func checkAlone(t *testing.T, what string, got, max, lo float64) {
 	t.Helper()
-	if got < lo*max || got > 1.02*max {
-		t.Errorf("%s: a lone flow got %.2f Mbit/s, want %.0f-102%% of %.2f Mbit/s", what, mbit(got), 100*lo, mbit(max))
+	if m := aloneMiss(what, got, max, lo); m != "" {
+		t.Error(m)
 	}
+}
+
+// aloneMiss says how a lone flow's goodput misses lo..102 % of max, or "".
+func aloneMiss(what string, got, max, lo float64) string {
+	if got < lo*max || got > 1.02*max {
+		return fmt.Sprintf("%s: a lone flow got %.2f Mbit/s, want %.0f-102%% of %.2f Mbit/s", what, mbit(got), 100*lo, mbit(max))
+	}
+	return ""
 }
 
 const shapingConfig = `
@@ -145,27 +154,32 @@ func TestUploadForegroundAgainstBackground(t *testing.T) {
 	testutil.RequireTiming(t) // every check here is a ratio or a latency
 	tp := newTopo(t, true)
 	l := setupLanes(t, tp)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	idle := pingP99(t, ctx, tp, l.cg[lane.Interactive], 5300, 5*time.Second)
 	// While this VM's timers run late (the host load logged first) a pair
 	// can miss its bars for the host's sake: a pair that misses is
-	// measured again, up to twice, and the first that meets both counts
-	// (else the last), as in TestLoneFlow.
-	var (
-		alone, together, kept float64
-		loaded                pingResult
-	)
-	for try := 0; try < 3; try++ {
-		alone, together, loaded = pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], l.cg[lane.Interactive], 5201+20*try, false)
+	// measured again, up to twice, and the first that meets them all
+	// counts (else the last), as in TestLoneFlow.
+	var kept float64
+	testutil.Attempts(t, 3, func(try int) []string {
+		alone, together, loaded := pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], l.cg[lane.Interactive], 5201+20*(try-1), false)
 		kept = together / alone
-		t.Logf("lanes (try %d): foreground alone %.2f Mbit/s, against background %.2f Mbit/s: kept %.1f%%", try+1, mbit(alone), mbit(together), 100*kept)
-		t.Logf("lanes (try %d): interactive ping idle %v; under both bulk flows %v (p99 +%v)", try+1, idle, loaded, loaded.P99-idle.P99)
-		if kept >= 0.85 && loaded.P99-idle.P99 <= 25*time.Millisecond && loaded.Loss <= 0.01 {
-			break
+		t.Logf("lanes (try %d): foreground alone %.2f Mbit/s, against background %.2f Mbit/s: kept %.1f%%", try, mbit(alone), mbit(together), 100*kept)
+		t.Logf("lanes (try %d): interactive ping idle %v; under both bulk flows %v (p99 +%v)", try, idle, loaded, loaded.P99-idle.P99)
+		var misses []string
+		if m := aloneMiss("upload through lanes", alone, shapedGoodput, 0.90); m != "" {
+			misses = append(misses, m)
 		}
-	}
+		if kept < 0.85 {
+			misses = append(misses, fmt.Sprintf("foreground kept %.1f%% of its throughput against background, want >= 85%% (issue target 93%%)", 100*kept))
+		}
+		if loaded.P99-idle.P99 > 25*time.Millisecond || loaded.Loss > 0.01 {
+			misses = append(misses, fmt.Sprintf("interactive ping under load: %v (idle %v), want p99 within 25ms of idle (issue target 15ms) and <= 1%% lost", loaded, idle))
+		}
+		return misses
+	})
 
 	st, err := l.e.Stats(tp.srcIf)
 	if err != nil {
@@ -185,20 +199,19 @@ func TestUploadForegroundAgainstBackground(t *testing.T) {
 		t.Fatalf("Remove: %v", err)
 	}
 	idle0 := pingP99(t, ctx, tp, l.cg[lane.Interactive], 5310, 5*time.Second)
-	alone0, together0, loaded0 := pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], l.cg[lane.Interactive], 5211, false)
-	t.Logf("no lanes: foreground alone %.2f Mbit/s, against background %.2f Mbit/s: kept %.1f%%", mbit(alone0), mbit(together0), 100*together0/alone0)
-	t.Logf("no lanes: ping idle %v; under both bulk flows %v (p99 +%v)", idle0, loaded0, loaded0.P99-idle0.P99)
-
-	checkAlone(t, "upload through lanes", alone, shapedGoodput, 0.90)
-	checkAlone(t, "upload without lanes", alone0, linkGoodput, 0.90)
-	if kept < 0.85 {
-		t.Errorf("foreground kept %.1f%% of its throughput against background, want >= 85%% (issue target 93%%)", 100*kept)
-	}
-	if loaded.P99-idle.P99 > 25*time.Millisecond || loaded.Loss > 0.01 {
-		t.Errorf("interactive ping under load: %v (idle %v), want p99 within 25ms of idle (issue target 15ms) and <= 1%% lost", loaded, idle)
-	}
-	if together0/alone0 >= kept {
-		t.Errorf("without lanes foreground kept %.1f%%, not less than with lanes (%.1f%%): the setup does not show contention", 100*together0/alone0, 100*kept)
+	var kept0 float64
+	testutil.Attempts(t, 3, func(try int) []string {
+		alone0, together0, loaded0 := pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], l.cg[lane.Interactive], 5321+10*(try-1), false)
+		kept0 = together0 / alone0
+		t.Logf("no lanes (try %d): foreground alone %.2f Mbit/s, against background %.2f Mbit/s: kept %.1f%%", try, mbit(alone0), mbit(together0), 100*kept0)
+		t.Logf("no lanes (try %d): ping idle %v; under both bulk flows %v (p99 +%v)", try, idle0, loaded0, loaded0.P99-idle0.P99)
+		if m := aloneMiss("upload without lanes", alone0, linkGoodput, 0.90); m != "" {
+			return []string{m}
+		}
+		return nil
+	})
+	if kept0 >= kept {
+		t.Errorf("without lanes foreground kept %.1f%%, not less than with lanes (%.1f%%): the setup does not show contention", 100*kept0, 100*kept)
 	}
 }
 
@@ -208,26 +221,43 @@ func TestDownloadForegroundAgainstBackground(t *testing.T) {
 	testutil.RequireRoot(t)
 	tp := newTopo(t, true)
 	l := setupLanes(t, tp)
-	before := l.laneBytes(t, tp.srcIf, Ingress)
-	alone, together, _ := pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], "", 5221, true)
-	after := l.laneBytes(t, tp.srcIf, Ingress)
-	kept := together / alone
-	t.Logf("lanes: foreground download alone %.2f Mbit/s, against background download %.2f Mbit/s: kept %.1f%%", mbit(alone), mbit(together), 100*kept)
-	t.Logf("ingress bytes: normal %d, background %d", after[lane.Normal]-before[lane.Normal], after[lane.Background]-before[lane.Background])
-	if after[lane.Background] == before[lane.Background] || after[lane.Normal] == before[lane.Normal] {
-		t.Error("download bytes not counted in their lanes' ingress classes: downloads are not classified")
-	}
-	testutil.RequireTiming(t)
+	// A pair that misses its bars is measured again, up to twice, as in
+	// the upload test: a host whose CPU is taken away for a second (the
+	// CI run that missed had the flow without lanes at 8.9 Mbit/s in the
+	// next package's fixture) spoils one pair, a defect every pair.
+	testutil.Attempts(t, 3, func(try int) []string {
+		before := l.laneBytes(t, tp.srcIf, Ingress)
+		alone, together, _ := pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], "", 5221+20*try, true)
+		after := l.laneBytes(t, tp.srcIf, Ingress)
+		kept := together / alone
+		t.Logf("lanes (try %d): foreground download alone %.2f Mbit/s, against background download %.2f Mbit/s: kept %.1f%%", try, mbit(alone), mbit(together), 100*kept)
+		t.Logf("ingress bytes: normal %d, background %d", after[lane.Normal]-before[lane.Normal], after[lane.Background]-before[lane.Background])
+		if after[lane.Background] == before[lane.Background] || after[lane.Normal] == before[lane.Normal] {
+			t.Fatal("download bytes not counted in their lanes' ingress classes: downloads are not classified")
+		}
+		if try == 1 {
+			testutil.RequireTiming(t) // every bar below is a throughput or a ratio
+		}
+		var misses []string
+		if m := aloneMiss("download through lanes", alone, shapedGoodput, 0.85); m != "" {
+			misses = append(misses, m)
+		}
+		if kept < 0.75 {
+			misses = append(misses, fmt.Sprintf("foreground download kept %.1f%%, want >= 75%% (issue target 85%%)", 100*kept))
+		}
+		return misses
+	})
 	if err := l.e.Remove(tp.srcIf); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
-	alone0, together0, _ := pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], "", 5261, true)
-	t.Logf("no lanes: foreground download alone %.2f Mbit/s, against background download %.2f Mbit/s: kept %.1f%%", mbit(alone0), mbit(together0), 100*together0/alone0)
-	checkAlone(t, "download through lanes", alone, shapedGoodput, 0.85)
-	checkAlone(t, "download without lanes", alone0, linkGoodput, 0.85)
-	if kept < 0.75 {
-		t.Errorf("foreground download kept %.1f%%, want >= 75%% (issue target 85%%)", 100*kept)
-	}
+	testutil.Attempts(t, 3, func(try int) []string {
+		alone0, together0, _ := pair(t, tp, l.cg[lane.Normal], l.cg[lane.Background], "", 5281+20*try, true)
+		t.Logf("no lanes (try %d): foreground download alone %.2f Mbit/s, against background download %.2f Mbit/s: kept %.1f%%", try, mbit(alone0), mbit(together0), 100*together0/alone0)
+		if m := aloneMiss("download without lanes", alone0, linkGoodput, 0.85); m != "" {
+			return []string{m}
+		}
+		return nil
+	})
 }
 
 // TestRateAndCeil: a lane with ceil 5mbit measures 5 Mbit/s; a lane with
@@ -237,33 +267,43 @@ func TestRateAndCeil(t *testing.T) {
 	testutil.RequireTiming(t)
 	tp := newTopo(t, true)
 	l := setupLanes(t, tp)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout(3*flowSecs*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(10*flowSecs*time.Second))
 	defer cancel()
 
-	f := startFlow(t, ctx, tp, l.cg["capped"], 5231, flowSecs+2, false)
-	time.Sleep(2 * time.Second) // past slow start
-	b0, t0 := l.laneBytes(t, tp.srcIf, Egress)["capped"], time.Now()
-	time.Sleep(flowSecs * time.Second)
-	b1, t1 := l.laneBytes(t, tp.srcIf, Egress)["capped"], time.Now()
-	goodput := f.wait(t)
-	capped := float64(b1-b0) * 8 / t1.Sub(t0).Seconds()
-	t.Logf("ceil 5mbit: class rate %.3f Mbit/s (goodput %.3f Mbit/s)", mbit(capped), mbit(goodput))
-	if capped < 4.5e6 || capped > 5.5e6 {
-		t.Errorf("lane with ceil 5mbit measured %.3f Mbit/s, want 5 ± 0.5 (issue: ± 0.25)", mbit(capped))
-	}
-
-	greedy := startFlow(t, ctx, tp, l.cg[lane.Normal], 5241, flowSecs+1, false)
-	time.Sleep(time.Second)
-	video := startFlow(t, ctx, tp, l.cg["video"], 5242, flowSecs-1, false)
-	vb0, vt0 := l.laneBytes(t, tp.srcIf, Egress)["video"], time.Now()
-	vgood := video.wait(t)
-	vb1, vt1 := l.laneBytes(t, tp.srcIf, Egress)["video"], time.Now()
-	ngood := greedy.wait(t)
-	vrate := float64(vb1-vb0) * 8 / vt1.Sub(vt0).Seconds()
-	t.Logf("rate 8mbit against greedy normal: video goodput %.2f Mbit/s (class %.2f Mbit/s), normal %.2f Mbit/s", mbit(vgood), mbit(vrate), mbit(ngood))
-	if vgood < 7.2e6 {
-		t.Errorf("lane with rate 8mbit got %.2f Mbit/s against greedy normal, want >= 7.2 (issue: 7.6)", mbit(vgood))
-	}
+	// Each measurement that misses a lower bound is made again, up to
+	// twice (testutil.Attempts): a host that takes the sender's CPU away
+	// lowers a rate; a ceiling that does not hold is over its bound in
+	// every try.
+	testutil.Attempts(t, 3, func(try int) []string {
+		f := startFlow(t, ctx, tp, l.cg["capped"], 5231+10*(try-1), flowSecs+2, false)
+		time.Sleep(2 * time.Second) // past slow start
+		b0, t0 := l.laneBytes(t, tp.srcIf, Egress)["capped"], time.Now()
+		time.Sleep(flowSecs * time.Second)
+		b1, t1 := l.laneBytes(t, tp.srcIf, Egress)["capped"], time.Now()
+		goodput := f.wait(t)
+		capped := float64(b1-b0) * 8 / t1.Sub(t0).Seconds()
+		t.Logf("try %d: ceil 5mbit: class rate %.3f Mbit/s (goodput %.3f Mbit/s)", try, mbit(capped), mbit(goodput))
+		if capped < 4.5e6 || capped > 5.5e6 {
+			return []string{fmt.Sprintf("lane with ceil 5mbit measured %.3f Mbit/s, want 5 ± 0.5 (issue: ± 0.25)", mbit(capped))}
+		}
+		return nil
+	})
+	testutil.Attempts(t, 3, func(try int) []string {
+		port := 5261 + 10*(try-1)
+		greedy := startFlow(t, ctx, tp, l.cg[lane.Normal], port, flowSecs+1, false)
+		time.Sleep(time.Second)
+		video := startFlow(t, ctx, tp, l.cg["video"], port+1, flowSecs-1, false)
+		vb0, vt0 := l.laneBytes(t, tp.srcIf, Egress)["video"], time.Now()
+		vgood := video.wait(t)
+		vb1, vt1 := l.laneBytes(t, tp.srcIf, Egress)["video"], time.Now()
+		ngood := greedy.wait(t)
+		vrate := float64(vb1-vb0) * 8 / vt1.Sub(vt0).Seconds()
+		t.Logf("try %d: rate 8mbit against greedy normal: video goodput %.2f Mbit/s (class %.2f Mbit/s), normal %.2f Mbit/s", try, mbit(vgood), mbit(vrate), mbit(ngood))
+		if vgood < 7.2e6 {
+			return []string{fmt.Sprintf("lane with rate 8mbit got %.2f Mbit/s against greedy normal, want >= 7.2 (issue: 7.6)", mbit(vgood))}
+		}
+		return nil
+	})
 }
 
 // borrowConfig has two lanes with the same guaranteed rate, one that may
@@ -286,7 +326,7 @@ func TestBorrowCap(t *testing.T) {
 	testutil.RequireTiming(t)
 	tp := newTopo(t, true)
 	l := setupLanesWith(t, tp, borrowConfig, idletimeSpec{})
-	ctx, cancel := context.WithTimeout(context.Background(), timeout(3*flowSecs*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(8*flowSecs*time.Second))
 	defer cancel()
 	alone := func(name string, port int) (class, goodput float64) {
 		f := startFlow(t, ctx, tp, l.cg[name], port, flowSecs, false)
@@ -297,19 +337,26 @@ func TestBorrowCap(t *testing.T) {
 		goodput = f.wait(t)
 		return float64(b1-b0) * 8 / t1.Sub(t0).Seconds(), goodput
 	}
-	fixed, fixedGood := alone("fixed", 5261)
-	lender, lenderGood := alone("lender", 5262)
-	t.Logf("alone on a 19 Mbit/s tree: rate 8mbit without borrow: class %.2f Mbit/s (goodput %.2f); with borrow: class %.2f Mbit/s (goodput %.2f)",
-		mbit(fixed), mbit(fixedGood), mbit(lender), mbit(lenderGood))
-	if fixed > 8.6e6 {
-		t.Errorf("lane with rate 8mbit that may not borrow sent %.2f Mbit/s alone, want <= 8.6 (its rate, 7.5 %% margin)", mbit(fixed))
-	}
-	if fixed < 7e6 {
-		t.Errorf("lane with rate 8mbit sent %.2f Mbit/s alone, want >= 7 (its guaranteed rate)", mbit(fixed))
-	}
-	if lender < 14e6 {
-		t.Errorf("lane with rate 8mbit that may borrow sent %.2f Mbit/s alone on a 19 Mbit/s tree, want >= 14", mbit(lender))
-	}
+	// A try that misses a lower bound is made again, up to twice; the
+	// upper bound (the cap) fails at once, as a disturbed host cannot
+	// raise a rate.
+	testutil.Attempts(t, 3, func(try int) []string {
+		fixed, fixedGood := alone("fixed", 5261+10*(try-1))
+		lender, lenderGood := alone("lender", 5262+10*(try-1))
+		t.Logf("try %d: alone on a 19 Mbit/s tree: rate 8mbit without borrow: class %.2f Mbit/s (goodput %.2f); with borrow: class %.2f Mbit/s (goodput %.2f)",
+			try, mbit(fixed), mbit(fixedGood), mbit(lender), mbit(lenderGood))
+		if fixed > 8.6e6 {
+			t.Fatalf("lane with rate 8mbit that may not borrow sent %.2f Mbit/s alone, want <= 8.6 (its rate, 7.5 %% margin)", mbit(fixed))
+		}
+		var misses []string
+		if fixed < 7e6 {
+			misses = append(misses, fmt.Sprintf("lane with rate 8mbit sent %.2f Mbit/s alone, want >= 7 (its guaranteed rate)", mbit(fixed)))
+		}
+		if lender < 14e6 {
+			misses = append(misses, fmt.Sprintf("lane with rate 8mbit that may borrow sent %.2f Mbit/s alone on a 19 Mbit/s tree, want >= 14", mbit(lender)))
+		}
+		return misses
+	})
 }
 
 // TestMovedSocketFollows: a socket opened before a move is counted in the

@@ -58,9 +58,16 @@ func TestCPUStatRises(t *testing.T) {
 	}
 	frac := float64(s1.UsageUsec-s0.UsageUsec) / float64(wall.Microseconds())
 	t.Logf("usage %.2f of one CPU over %s", frac, wall)
-	// One spinning thread on a shared 2-CPU host: most of a CPU, never more.
-	if frac < 0.3 || frac > 1.1 {
-		t.Errorf("usage %.2f of one CPU, want about 1", frac)
+	// One spinning thread on a shared 2-CPU host: most of a CPU, never
+	// more. Under emulation (the kernel matrix's TCG guests) the guest's
+	// CPU accounting and its clock drift apart (1.19 once): only the rise
+	// is checked there.
+	hi := 1.1
+	if testutil.Emulated() {
+		hi = 2
+	}
+	if frac < 0.3 || frac > hi {
+		t.Errorf("usage %.2f of one CPU, want about 1 (at most %.1f)", frac, hi)
 	}
 	if g.v2 != "" && !s1.HavePSI {
 		t.Logf("no PSI in %s (psi off?)", g.v2)

@@ -23,6 +23,11 @@ type HostLoad struct {
 	// WakeP99 is how late a normal-priority thread wakes from 1 ms sleeps,
 	// at p99 of 200.
 	WakeP99 time.Duration
+	// Steal is the share of CPU time the hypervisor gave to others while
+	// the wake-ups were timed (/proc/stat "steal", percent); -1 when
+	// unknown. Logged only: a guest's steal is invisible to PSI and the
+	// load average, yet it stalls a user-space link emulator.
+	Steal float64
 }
 
 func (h HostLoad) String() string {
@@ -30,7 +35,11 @@ func (h HostLoad) String() string {
 	if h.PSISome10 >= 0 {
 		psi = fmt.Sprintf("PSI cpu some avg10 %.1f%%", h.PSISome10)
 	}
-	return fmt.Sprintf("%s, load average %.2f on %d CPUs, 1 ms sleeps %v late at p99", psi, h.Load1, h.CPUs, h.WakeP99.Round(10*time.Microsecond))
+	steal := ""
+	if h.Steal >= 0 {
+		steal = fmt.Sprintf(", %.1f%% stolen", h.Steal)
+	}
+	return fmt.Sprintf("%s, load average %.2f on %d CPUs, 1 ms sleeps %v late at p99%s", psi, h.Load1, h.CPUs, h.WakeP99.Round(10*time.Microsecond), steal)
 }
 
 // The limits past which RequireTiming skips: a host where runnable tasks
@@ -46,7 +55,7 @@ const (
 
 // ReadHostLoad measures the host's load (about 0.25 s, for the wake-ups).
 func ReadHostLoad() (HostLoad, error) {
-	h := HostLoad{PSISome10: -1, CPUs: runtime.NumCPU()}
+	h := HostLoad{PSISome10: -1, CPUs: runtime.NumCPU(), Steal: -1}
 	if b, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
 		v, err := psiSome10(string(b))
 		if err != nil {
@@ -65,6 +74,7 @@ func ReadHostLoad() (HostLoad, error) {
 	if h.Load1, err = strconv.ParseFloat(fs[0], 64); err != nil {
 		return h, fmt.Errorf("/proc/loadavg: %w", err)
 	}
+	stat0, err0 := os.ReadFile("/proc/stat")
 	late := make([]time.Duration, 200)
 	for i := range late {
 		t0 := time.Now()
@@ -73,7 +83,57 @@ func ReadHostLoad() (HostLoad, error) {
 	}
 	slices.Sort(late)
 	h.WakeP99 = late[len(late)*99/100]
+	if stat1, err1 := os.ReadFile("/proc/stat"); err0 == nil && err1 == nil {
+		if v, ok := stealShare(string(stat0), string(stat1)); ok {
+			h.Steal = v
+		}
+	}
 	return h, nil
+}
+
+// stealShare is the steal time between two readings of /proc/stat as a
+// percentage of all the time their "cpu" lines count.
+func stealShare(before, after string) (float64, bool) {
+	a, ok1 := cpuTimes(before)
+	b, ok2 := cpuTimes(after)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	var total, steal uint64
+	for i := range b {
+		if b[i] < a[i] {
+			return 0, false
+		}
+		d := b[i] - a[i]
+		total += d
+		if i == 7 {
+			steal = d
+		}
+	}
+	if total == 0 {
+		return 0, false
+	}
+	return 100 * float64(steal) / float64(total), true
+}
+
+// cpuTimes reads the first eight fields of the aggregate "cpu" line of
+// /proc/stat (user nice system idle iowait irq softirq steal; guest time
+// is counted in user already).
+func cpuTimes(stat string) ([8]uint64, bool) {
+	var v [8]uint64
+	line, _, _ := strings.Cut(stat, "\n")
+	fs := strings.Fields(line)
+	if len(fs) < 9 || fs[0] != "cpu" {
+		return v, false
+	}
+	for i := range v {
+		n, err := strconv.ParseUint(fs[i+1], 10, 64)
+		if err != nil {
+			return v, false
+		}
+		v[i] = n
+	}
+	return v, true
 }
 
 // psiSome10 reads "some avg10=X" from the text of /proc/pressure/cpu.

@@ -55,3 +55,24 @@ func TestReadHostLoad(t *testing.T) {
 		t.Errorf("implausible host load %+v", h)
 	}
 }
+
+func TestStealShare(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		before, after string
+		want          float64
+		ok            bool
+	}{
+		{"a quarter stolen", "cpu  100 0 100 100 0 0 0 100 0 0\ncpu0 1 2 3\n", "cpu  200 0 200 200 0 0 0 200 0 0\n", 25, true},
+		{"nothing stolen", "cpu  1 2 3 4 5 6 7 0\n", "cpu  2 3 4 5 6 7 8 0\n", 0, true},
+		{"no time passed", "cpu  1 2 3 4 5 6 7 8\n", "cpu  1 2 3 4 5 6 7 8\n", 0, false},
+		{"counter went back", "cpu  5 2 3 4 5 6 7 8\n", "cpu  1 2 3 4 5 6 7 9\n", 0, false},
+		{"short line", "cpu  1 2 3\n", "cpu  1 2 3\n", 0, false},
+		{"not the cpu line", "intr 1 2 3 4 5 6 7 8\n", "intr 1 2 3 4 5 6 7 9\n", 0, false},
+	} {
+		got, ok := stealShare(tt.before, tt.after)
+		if ok != tt.ok || got != tt.want {
+			t.Errorf("%s: stealShare = %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -62,14 +62,7 @@ func TestIdleWorkloads(t *testing.T) {
 			if tc.gen {
 				env.Gen = genSelf(t)
 			}
-			r, err := Run(context.Background(), env, tc.spec, 2*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%+v", r)
-			for _, c := range tc.checks {
-				c(t, r)
-			}
+			runChecked(t, env, tc.spec, 2*time.Second, tc.checks)
 		})
 	}
 }

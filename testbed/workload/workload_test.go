@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -46,14 +47,39 @@ func link(t *testing.T) *netns.Topology {
 	return topo
 }
 
-type check func(t *testing.T, r Result)
+// A check says how a result misses one bar, or "".
+type check func(r Result) string
 
 func between(name string, get func(Result) float64, lo, hi float64) check {
-	return func(t *testing.T, r Result) {
+	return func(r Result) string {
 		if v := get(r); v < lo || v > hi {
-			t.Errorf("%s = %v, want in [%v, %v]; result %+v", name, v, lo, hi, r)
+			return fmt.Sprintf("%s = %v, want in [%v, %v]; result %+v", name, v, lo, hi, r)
 		}
+		return ""
 	}
+}
+
+// runChecked runs spec until a run meets every check, up to three times:
+// the bars are the emulator's own rate and delay, which a host that takes
+// the emulator's CPU away for a moment (a CI run measured a 20 Mbit/s link
+// at 8.9) misses for one run, and a runner that measures wrongly misses
+// every time.
+func runChecked(t *testing.T, env Env, spec Spec, dur time.Duration, checks []check) {
+	t.Helper()
+	testutil.Attempts(t, 3, func(try int) []string {
+		r, err := Run(context.Background(), env, spec, dur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("try %d: %+v", try, r)
+		var misses []string
+		for _, c := range checks {
+			if m := c(r); m != "" {
+				misses = append(misses, m)
+			}
+		}
+		return misses
+	})
 }
 
 // near checks that a value is within a factor of ref.
@@ -168,14 +194,7 @@ func TestWorkloads(t *testing.T) {
 			[]check{near("bogo ops/s", tput, stressRate(t, "--cpu", "1", "--cpu-method", "int64"), 2)}},
 	} {
 		t.Run(tc.spec.Name, func(t *testing.T) {
-			r, err := Run(context.Background(), Env{Topo: topo, Wrap: tc.wrap, Logf: t.Logf}, tc.spec, tc.dur)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%+v", r)
-			for _, c := range tc.checks {
-				c(t, r)
-			}
+			runChecked(t, Env{Topo: topo, Wrap: tc.wrap, Logf: t.Logf}, tc.spec, tc.dur, tc.checks)
 		})
 	}
 }

@@ -267,6 +267,12 @@ func (d *direction) write() {
 				d.stats.FirstDelivery = now
 			}
 			d.stats.LastDelivery = now
+			if b := int(now / SeriesStep); b < SeriesMax {
+				for len(d.stats.Series) <= b {
+					d.stats.Series = append(d.stats.Series, 0)
+				}
+				d.stats.Series[b] += uint64(len(p.buf))
+			}
 			late := now - p.due
 			if len(d.late) < latencySamples {
 				d.late = append(d.late, late)
@@ -302,6 +308,7 @@ func (e *Emulator) Stats() Report {
 	for i, d := range e.dirs {
 		d.mu.Lock()
 		s := d.stats
+		s.Series = append([]uint64(nil), s.Series...)
 		late := append([]time.Duration(nil), d.late...)
 		d.mu.Unlock()
 		s.Lateness = PercentilesOf(late)

@@ -24,7 +24,18 @@ type DirStats struct {
 	// Lateness is how late packets were written compared with the model's
 	// delivery time (the delay error), over the last lateness window.
 	Lateness Percentiles `json:"lateness"`
+	// Series is the bytes delivered in each SeriesStep since Start (the
+	// first SeriesMax steps): the link's throughput over time, for
+	// recovery after a capacity step or an outage.
+	Series []uint64 `json:"delivered_bytes_per_100ms,omitempty"`
 }
+
+// SeriesStep is the width of a DirStats.Series bucket; SeriesMax bounds
+// the buckets kept (10 minutes).
+const (
+	SeriesStep = 100 * time.Millisecond
+	SeriesMax  = 6000
+)
 
 // DeliveredRate is the rate of delivered IP bytes between the first and
 // the last delivery, in bits/s.

@@ -185,6 +185,19 @@ struct {
 	__type(value, __u32);
 } follow_of_dev SEC(".maps");
 
+// probe_class maps the ICMP identifier (network order) of lanesd's own
+// probes (the auto rate's pinger, package netsched) to the class their
+// echo and timestamp replies take on ingress: a reply has no socket to
+// find, and in the download tree's default class it would queue behind
+// lanes' own bulk downloads, so the probe would measure lanes' queue
+// instead of the link's.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, __u16);
+	__type(value, __u32);
+} probe_class SEC(".maps");
+
 // followed holds the class lanes_ingress gave a socket that received
 // LE/CS1 packets.
 struct {
@@ -845,6 +858,23 @@ int lanes_ingress(struct __sk_buff *skb)
 			tuple.ipv6.dport = uh->dest;
 		}
 		sk = bpf_sk_lookup_udp(skb, &tuple, tuple_len, BPF_F_CURRENT_NETNS, 0);
+	} else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+		// An echo reply (type 0; ICMPv6 129) or a timestamp reply
+		// (type 14) to one of lanesd's probes: the identifier is in
+		// bytes 4-5 of both.
+		__u8 *ic = l4;
+		if ((void *)(ic + 8) > data_end)
+			goto out;
+		if (proto == IPPROTO_ICMP ? ic[0] == 0 || ic[0] == 14 : ic[0] == 129) {
+			__u16 id = *(__u16 *)(ic + 4);
+			__u32 *pc = bpf_map_lookup_elem(&probe_class, &id);
+			if (pc) {
+				__u32 c = *pc;
+				skb->priority = c;
+				idle_account(skb->ifindex, DIR_INGRESS, lane_flags_of(c), (struct rtts){});
+				return TC_ACT_UNSPEC;
+			}
+		}
 	}
 	__u32 cls = 0;
 	struct rtts rtt = {};

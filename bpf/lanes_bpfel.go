@@ -89,6 +89,7 @@ const (
 	LanesMapLaneFlags        = "lane_flags"
 	LanesMapLaneOfCgroup     = "lane_of_cgroup"
 	LanesMapLaneRtts         = "lane_rtts"
+	LanesMapProbeClass       = "probe_class"
 	LanesMapRxSock           = "rx_sock"
 	LanesMapRxStats          = "rx_stats"
 	LanesMapRxSynack         = "rx_synack"
@@ -161,6 +162,7 @@ type LanesMapSpecs struct {
 	LaneFlags    *ebpf.MapSpec `ebpf:"lane_flags"`
 	LaneOfCgroup *ebpf.MapSpec `ebpf:"lane_of_cgroup"`
 	LaneRtts     *ebpf.MapSpec `ebpf:"lane_rtts"`
+	ProbeClass   *ebpf.MapSpec `ebpf:"probe_class"`
 	RxSock       *ebpf.MapSpec `ebpf:"rx_sock"`
 	RxStats      *ebpf.MapSpec `ebpf:"rx_stats"`
 	RxSynack     *ebpf.MapSpec `ebpf:"rx_synack"`
@@ -203,6 +205,7 @@ type LanesMaps struct {
 	LaneFlags    *ebpf.Map `ebpf:"lane_flags"`
 	LaneOfCgroup *ebpf.Map `ebpf:"lane_of_cgroup"`
 	LaneRtts     *ebpf.Map `ebpf:"lane_rtts"`
+	ProbeClass   *ebpf.Map `ebpf:"probe_class"`
 	RxSock       *ebpf.Map `ebpf:"rx_sock"`
 	RxStats      *ebpf.Map `ebpf:"rx_stats"`
 	RxSynack     *ebpf.Map `ebpf:"rx_synack"`
@@ -221,6 +224,7 @@ func (m *LanesMaps) Close() error {
 		m.LaneFlags,
 		m.LaneOfCgroup,
 		m.LaneRtts,
+		m.ProbeClass,
 		m.RxSock,
 		m.RxStats,
 		m.RxSynack,

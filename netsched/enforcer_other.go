@@ -105,3 +105,15 @@ func (e *Enforcer) LaneRTTs() (map[string]LaneRTT, bool) { return nil, false }
 
 // ApplySockets is unsupported.
 func (e *Enforcer) ApplySockets(sp SocketPlan) error { return errUnsupported }
+
+// DeliveryMeter reads what TCP connections delivered (Linux only).
+type DeliveryMeter struct{}
+
+// NewDeliveryMeter is unsupported.
+func (e *Enforcer) NewDeliveryMeter(iface string) (*DeliveryMeter, error) { return nil, errUnsupported }
+
+// Read is unsupported.
+func (m *DeliveryMeter) Read() (Delivery, error) { return Delivery{}, errUnsupported }
+
+// Close does nothing.
+func (m *DeliveryMeter) Close() error { return nil }

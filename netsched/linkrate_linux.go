@@ -1,9 +1,11 @@
 package netsched
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
 	"github.com/lanes-qos/lanes/lane"
@@ -138,6 +140,31 @@ func (e *Enforcer) changeLink(iface string, download bool) error {
 		if err := e.applyClass(iface, link, c, download, e.effectiveRates(st.plan, c, download), true); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// SetProbeClass makes the echo replies with ICMP identifier id (a
+// Pinger's, Pinger.ID) take class on the download path (lanes_ingress),
+// as its requests take their socket's label on the upload path; class 0
+// forgets id. The entry lives in the classifier's map: it goes with the
+// programs when lanesd stops.
+func (e *Enforcer) SetProbeClass(id uint16, class uint32) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.objs == nil || e.ports.ingress {
+		return ErrNoProbeClass
+	}
+	// The classifier reads the identifier as it lies in the packet.
+	key := binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, id))
+	if class == 0 {
+		if err := e.objs.ProbeClass.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("probe class: forget %d: %w", id, err)
+		}
+		return nil
+	}
+	if err := e.objs.ProbeClass.Put(key, class); err != nil {
+		return fmt.Errorf("probe class: %d to %x: %w", id, class, err)
 	}
 	return nil
 }

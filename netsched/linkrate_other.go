@@ -20,9 +20,18 @@ func (e *Enforcer) RestoreLinkRates() error { return errUnsupported }
 type Pinger struct{}
 
 // StartPinger is unsupported outside Linux.
-func StartPinger(target netip.Addr, interval time.Duration, label uint32, out func(PingSample)) (*Pinger, error) {
+func StartPinger(target netip.Addr, interval time.Duration, label uint32, want PingMode, out func(PingSample)) (*Pinger, error) {
 	return nil, errUnsupported
 }
+
+// ID is unsupported outside Linux.
+func (p *Pinger) ID() uint16 { return 0 }
+
+// SetProbeClass is unsupported outside Linux.
+func (e *Enforcer) SetProbeClass(id uint16, class uint32) error { return errUnsupported }
+
+// Mode is unsupported outside Linux.
+func (p *Pinger) Mode() PingMode { return PingEcho }
 
 // Counts is unsupported outside Linux.
 func (p *Pinger) Counts() (answered, lost uint64) { return 0, 0 }

@@ -2,6 +2,7 @@ package netsched
 
 import (
 	"net/netip"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -24,18 +25,36 @@ func TestPinger(t *testing.T) {
 		name    string
 		target  string
 		answers bool
+		// dropTimestamps has the reflector's side drop ICMP timestamp
+		// requests (type 13), as many firewalls do.
+		dropTimestamps bool
+		want, mode     PingMode // asked for, and what it settles on
 	}{
-		{"reflector answers", "198.18.77.2", true},
-		{"nobody there", "198.18.77.9", false},
+		{"reflector answers timestamps", "198.18.77.2", true, false, PingTimestamp, PingTimestamp},
+		{"echoes asked for", "198.18.77.2", true, false, PingEcho, PingEcho},
+		{"reflector answers echoes only", "198.18.77.2", true, true, PingTimestamp, PingEcho},
+		{"nobody there", "198.18.77.9", false, false, PingTimestamp, PingProbing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.dropTimestamps {
+				// The path drops ICMP timestamp requests, as many
+				// firewalls do: on the pinger's side, an HTB class
+				// whose FIFO holds nothing takes ICMP (protocol 1) of
+				// type 13 (the first byte after a 20-byte IPv4 header).
+				t.Cleanup(func() { exec.Command("tc", "-n", ns, "qdisc", "del", "dev", "p-a", "root").Run() })
+				run(t, "tc", "-n", ns, "qdisc", "add", "dev", "p-a", "root", "handle", "9:", "htb")
+				run(t, "tc", "-n", ns, "class", "add", "dev", "p-a", "parent", "9:", "classid", "9:13", "htb", "rate", "1mbit")
+				run(t, "tc", "-n", ns, "qdisc", "add", "dev", "p-a", "parent", "9:13", "bfifo", "limit", "0")
+				run(t, "tc", "-n", ns, "filter", "add", "dev", "p-a", "parent", "9:", "protocol", "ip", "prio", "1", "u32",
+					"match", "ip", "protocol", "1", "0xff", "match", "u8", "13", "0xff", "at", "20", "flowid", "9:13")
+			}
 			var mu sync.Mutex
 			var got []PingSample
 			var p *Pinger
 			err := inNetns(t, ns, func() error {
 				var err error
-				p, err = StartPinger(netip.MustParseAddr(tt.target), 20*time.Millisecond, ClassID(Major, interactiveMinor), func(s PingSample) {
+				p, err = StartPinger(netip.MustParseAddr(tt.target), 20*time.Millisecond, ClassID(Major, interactiveMinor), tt.want, func(s PingSample) {
 					mu.Lock()
 					got = append(got, s)
 					mu.Unlock()
@@ -46,12 +65,16 @@ func TestPinger(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Second)
+			mode := p.Mode()
 			if err := p.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
 			answered, lost := p.Counts()
 			mu.Lock()
 			defer mu.Unlock()
+			if mode != tt.mode {
+				t.Errorf("mode %v after 1 s, want %v", mode, tt.mode)
+			}
 			if !tt.answers {
 				if len(got) != 0 || answered != 0 {
 					t.Fatalf("%d answers from an address nobody has", len(got))
@@ -64,14 +87,49 @@ func TestPinger(t *testing.T) {
 			if len(got) < 20 || answered != uint64(len(got)) {
 				t.Fatalf("%d answers (%d counted) in 1 s at 50 a second", len(got), answered)
 			}
+			// A reflector that never answers a timestamp loses none:
+			// its timestamp requests were probes, not the measure.
+			if lost > 2 {
+				t.Errorf("%d requests lost on a veth", lost)
+			}
+			oneWay := 0
 			for i, s := range got {
 				if s.RTT <= 0 || s.RTT > 500*time.Millisecond {
 					t.Errorf("answer %d: RTT %v on a veth", i, s.RTT)
+				}
+				if s.OneWay {
+					oneWay++
+					// One clock on both ends, to the millisecond.
+					if s.Up < 0 || s.Down < 0 || s.Up+s.Down > s.RTT+2*time.Millisecond {
+						t.Errorf("answer %d: one-way %v up, %v down, beside a round trip of %v", i, s.Up, s.Down, s.RTT)
+					}
 				}
 				if i > 0 && s.Seq == got[i-1].Seq {
 					t.Errorf("answer %d repeats seq %d", i, s.Seq)
 				}
 			}
+			if wantOneWay := tt.mode == PingTimestamp; (oneWay == len(got)) != wantOneWay || (oneWay == 0) == wantOneWay {
+				t.Errorf("%d of %d answers with one-way delays in mode %v", oneWay, len(got), tt.mode)
+			}
 		})
+	}
+}
+
+func TestMsBetween(t *testing.T) {
+	tests := []struct {
+		a, b uint32
+		want time.Duration
+	}{
+		{1000, 1012, 12 * time.Millisecond},
+		{1012, 1000, -12 * time.Millisecond},
+		{msPerDay - 5, 7, 12 * time.Millisecond}, // across midnight
+		{7, msPerDay - 5, -12 * time.Millisecond},
+		{0, msPerDay / 2, msPerDay / 2 * time.Millisecond}, // half a day: forward
+		{msPerDay / 2, 0, msPerDay / 2 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := msBetween(tt.a, tt.b); got != tt.want {
+			t.Errorf("msBetween(%d, %d) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
 	}
 }

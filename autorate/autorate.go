@@ -36,6 +36,13 @@ type Config struct {
 	// Detect of the last Window samples above the threshold make the
 	// link bloated.
 	Detect, Window int
+	// Severe: one sample this far above the baseline makes the link
+	// bloated at once. When the link's rate falls to a fraction of the
+	// shaper's, its queue's delay grows several times faster than time
+	// passes (from 20 to 5 Mbit/s: 3 ms each ms), so the probes that
+	// Detect waits for would let it reach a second; a queue this long is
+	// not a probe's noise. 0 takes SevereFactor × Threshold.
+	Severe time.Duration
 	// HighLoad is the share of its rate a direction must carry to count
 	// as loaded (and its rate to rise); MinLoad the share it must carry
 	// for a queue to count as its own (and its rate to drop). A TCP flow
@@ -58,6 +65,9 @@ type Config struct {
 	// baseline when it lies above or below it.
 	BaselineUp, BaselineDown float64
 }
+
+// SevereFactor is Severe's default, in thresholds.
+const SevereFactor = 5
 
 // Defaults are the law's parameters when a Config leaves them zero. The
 // threshold is below cake-autorate's 30 ms because lanes' bar is an
@@ -87,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Detect == 0 {
 		c.Detect = d.Detect
+	}
+	if c.Severe == 0 {
+		c.Severe = SevereFactor * c.Threshold
 	}
 	if c.Window == 0 {
 		c.Window = d.Window
@@ -155,6 +168,8 @@ func (c Config) Check() error {
 		return errors.New("no direction has a maximum rate")
 	case c.Threshold < 0:
 		return fmt.Errorf("threshold %v is negative", c.Threshold)
+	case c.Severe < c.Threshold:
+		return fmt.Errorf("severe %v below the threshold %v", c.Severe, c.Threshold)
 	case c.Window < 1 || c.Window > 64:
 		return fmt.Errorf("window %d outside 1..64 samples", c.Window)
 	case c.Detect < 1 || c.Detect > c.Window:
@@ -177,13 +192,18 @@ func (c Config) Check() error {
 
 // Decision is what one tick decided, for the shaper and for the events.
 type Decision struct {
-	Rates    [2]uint64 // each direction's rate now, bit/s
-	Changed  [2]bool   // whether a direction's rate moved at this tick
-	Why      [2]string // "bloat", "load", "" (kept)
-	Load     [2]float64
-	Baseline time.Duration // the empty-queue delay estimate
-	Delay    time.Duration // the last sample
-	Bloated  bool
+	Rates   [2]uint64 // each direction's rate now, bit/s
+	Changed [2]bool   // whether a direction's rate moved at this tick
+	Why     [2]string // "bloat", "drained", "load", "" (kept)
+	Load    [2]float64
+	// Each direction's delay signal: the empty-queue delay estimate, the
+	// last sample and whether it is bloated. With round trips the two
+	// directions' are one; with one-way delays (OneWay) each direction
+	// has its own, offset by the difference of the two hosts' clocks.
+	Baseline [2]time.Duration
+	Delay    [2]time.Duration
+	Bloated  [2]bool
+	OneWay   bool
 	// Stale is set while no sample arrived for Config.Stale: the rates
 	// are held at their last values. StaleChanged marks the tick where
 	// that began or ended (one event each).
@@ -192,16 +212,22 @@ type Decision struct {
 
 // Controller is one link's rate controller. Not safe for concurrent use.
 type Controller struct {
-	cfg      Config
-	rates    [2]uint64
-	baseline float64 // seconds; 0 until the first sample
-	last     float64 // the last sample, seconds
-	lastAt   time.Time
-	started  time.Time
-	window   []sample // the last samples, oldest first
+	cfg     Config
+	rates   [2]uint64
+	delay   [2]track // each direction's delay signal
+	rtt     track    // the round trip's, with one-way delays: their bound
+	started time.Time
+	// lastDown is when each direction's rate last dropped.
 	lastDown [2]time.Time
+	// back is, per direction, the rate the last decrease aimed at before
+	// its drain (the link's estimate × Down): once the queue has drained
+	// the rate returns to it rather than climbing from the drained rate
+	// a tick at a time (0: nothing to return to).
+	back     [2]float64
 	lastTick time.Time
 	stale    bool
+	flow     flowState  // the delivery law's (Flows)
+	load     [2]float64 // each direction's load at the last tick
 }
 
 // New returns a controller at cfg's start rates.
@@ -216,47 +242,115 @@ func New(cfg Config, now time.Time) (*Controller, error) {
 // Rates returns each direction's current rate in bit/s.
 func (c *Controller) Rates() [2]uint64 { return c.rates }
 
-// Sample takes one delay measurement (a probe's or a flow's RTT) taken at
-// now. Non-positive samples are ignored.
+// Sample takes one round trip (a probe's) measured at now: both
+// directions' delay signal. Non-positive samples are ignored.
 func (c *Controller) Sample(now time.Time, rtt time.Duration) {
 	if rtt <= 0 {
 		return
 	}
-	s := rtt.Seconds()
-	switch {
-	case c.baseline == 0:
-		c.baseline = s
-	case s < c.baseline:
-		c.baseline += c.cfg.BaselineDown * (s - c.baseline)
-	default:
-		c.baseline += c.cfg.BaselineUp * (s - c.baseline)
-	}
-	c.last = s
-	c.lastAt = now
-	c.window = append(c.window, sample{at: now, delay: s, bloated: s-c.baseline > c.cfg.Threshold.Seconds()})
-	if len(c.window) > c.cfg.Window {
-		c.window = c.window[len(c.window)-c.cfg.Window:]
+	for i := range c.delay {
+		c.delay[i].add(c.cfg, now, rtt.Seconds(), false, math.Inf(1), i == int(Egress) && c.crossedDrained(now, rtt))
 	}
 }
 
-func (c *Controller) bloated() bool {
+// SampleOneWay takes one probe's one-way delays measured at now (an ICMP
+// timestamp reply's) and its round trip: up, from here to the reflector,
+// is the upload's (Egress) signal, and down the download's. Each is
+// offset by the difference between the two hosts' clocks, so either may
+// be negative; only its rise over its own baseline counts. A clock that
+// steps moves the two the opposite ways: one rises above its baseline by
+// more than Threshold while the other falls below its own (the minimum)
+// by as much, which no queue does, and both signals start afresh. A
+// clock that drifts is followed by the baselines themselves, as long as
+// its drift over the time a baseline takes to rise (1/BaselineUp samples)
+// stays within Threshold: at the defaults and 10 samples a second, 10 ms
+// × 0.002 × 10/s = 200 ppm (a free-running clock is within 100; NTP
+// slews at up to 500 while it corrects an offset, and that reads as a
+// queue until it is done; TestLaw drifts 100 ppm). A
+// baseline that rose to follow a clock would not come back down while
+// its direction's queue stays standing, so nothing moves a baseline up
+// faster, except a one-way rise more than Severe beyond the round trip's
+// own rise (a queue lengthens the round trip as much as its direction's
+// delay): that is a clock step the other direction did not show, and the
+// baseline moves up with it. A controller fed round trips before starts
+// both signals afresh.
+func (c *Controller) SampleOneWay(now time.Time, up, down, rtt time.Duration) {
+	if rtt <= 0 {
+		return
+	}
+	thr := c.cfg.Threshold.Seconds()
+	u, d := &c.delay[Egress], &c.delay[Ingress]
+	if u.have && d.have && u.oneWay && d.oneWay {
+		eu, ed := up.Seconds()-u.baseline, down.Seconds()-d.baseline
+		if (eu > thr && ed < -thr) || (eu < -thr && ed > thr) {
+			*u, *d = track{}, track{}
+		}
+	}
+	c.rtt.add(c.cfg, now, rtt.Seconds(), false, math.Inf(1), false)
+	most := math.Max(c.rtt.last-c.rtt.baseline, 0) + c.cfg.Severe.Seconds()
+	u.add(c.cfg, now, up.Seconds(), true, most, c.crossedDrained(now, rtt))
+	d.add(c.cfg, now, down.Seconds(), true, most, false)
+}
+
+// track is one direction's delay signal.
+type track struct {
+	have     bool
+	oneWay   bool    // its samples are one-way delays (else round trips)
+	baseline float64 // seconds
+	last     float64 // the last sample, seconds
+	lastAt   time.Time
+	window   []sample // the last samples, oldest first
+}
+
+// add takes sample s; its rise over the baseline is at most most (more
+// moves the baseline up to s − most and starts the window afresh). A
+// stale sample (a probe that crossed a queue known to be gone) counts for
+// the baseline and as the last delay, never as bloat.
+func (t *track) add(cfg Config, now time.Time, s float64, oneWay bool, most float64, stale bool) {
+	switch {
+	case !t.have || t.oneWay != oneWay:
+		// The first sample, or one of the other kind (a reflector that
+		// stopped answering timestamps): round trips and one-way delays
+		// have different baselines.
+		*t = track{have: true, oneWay: oneWay, baseline: s}
+	case s < t.baseline:
+		t.baseline += cfg.BaselineDown * (s - t.baseline)
+	default:
+		t.baseline += cfg.BaselineUp * (s - t.baseline)
+	}
+	if s-t.baseline > most {
+		t.baseline = s - most
+		t.window = t.window[:0]
+	}
+	t.last = s
+	t.lastAt = now
+	t.window = append(t.window, sample{at: now, delay: s, bloated: !stale && s-t.baseline > cfg.Threshold.Seconds(), stale: stale})
+	if len(t.window) > cfg.Window {
+		t.window = t.window[len(t.window)-cfg.Window:]
+	}
+}
+
+func (t *track) bloated(cfg Config) bool {
+	if n := len(t.window); n > 0 && !t.window[n-1].stale && t.window[n-1].delay-t.baseline > cfg.Severe.Seconds() {
+		return true
+	}
 	n := 0
-	for _, s := range c.window {
+	for _, s := range t.window {
 		if s.bloated {
 			n++
 		}
 	}
-	return n >= c.cfg.Detect
+	return n >= cfg.Detect
 }
 
 // slope is how fast the delay grew over the window, in seconds per
 // second: a queue fed at rate in and served at c grows its delay by
 // (in − c)/c each second.
-func (c *Controller) slope() float64 {
-	if len(c.window) < 2 {
+func (t *track) slope() float64 {
+	if len(t.window) < 2 {
 		return 0
 	}
-	first, last := c.window[0], c.window[len(c.window)-1]
+	first, last := t.window[0], t.window[len(t.window)-1]
 	dt := last.at.Sub(first.at).Seconds()
 	if dt <= 0 {
 		return 0
@@ -268,6 +362,7 @@ type sample struct {
 	at      time.Time
 	delay   float64 // seconds
 	bloated bool
+	stale   bool // crossed a queue known to be gone (crossedDrained)
 }
 
 // minDrainFactor bounds how far below the link's rate one decrease goes
@@ -278,24 +373,30 @@ const minDrainFactor = 0.25
 // since the last tick (achieved, in bits, not bit/s).
 func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 	dt := now.Sub(c.lastTick).Seconds()
-	// A rise needs a sample since the last tick: without one the
-	// controller cannot tell whether the higher rate would queue.
-	fresh := c.lastAt.After(c.lastTick)
+	last := c.lastTick
 	c.lastTick = now
-	d := Decision{Baseline: secs(c.baseline), Delay: secs(c.last)}
-	since := c.lastAt
-	if since.IsZero() {
-		since = c.started
+	var d Decision
+	since := c.started
+	for i, t := range c.delay {
+		d.Baseline[i], d.Delay[i] = secs(t.baseline), secs(t.last)
+		d.OneWay = d.OneWay || t.oneWay
+		if t.lastAt.After(since) {
+			since = t.lastAt
+		}
 	}
 	stale := now.Sub(since) >= c.cfg.Stale
 	d.StaleChanged = stale != c.stale
 	c.stale = stale
 	d.Stale = stale
-	d.Bloated = !stale && c.bloated()
 	for _, dir := range []Dir{Egress, Ingress} {
+		t := &c.delay[dir]
+		d.Bloated[dir] = !stale && t.bloated(c.cfg)
 		if c.cfg.Max[dir] == 0 {
 			continue
 		}
+		// A rise needs a sample since the last tick: without one the
+		// controller cannot tell whether the higher rate would queue.
+		fresh := t.lastAt.After(last)
 		rate := float64(c.rates[dir])
 		achieved := rate
 		if dt > 0 {
@@ -307,12 +408,21 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 			continue
 		}
 		next := rate
+		// The delivery law cut this direction for the queue the probes
+		// still report (they see it only once they have crossed it):
+		// until that drains, neither cut again nor rise.
+		flowDrain := dir == Egress && c.flow.draining(now)
 		switch {
-		case d.Bloated && load >= c.cfg.MinLoad:
+		case flowDrain && !(c.back[dir] > 0 && !d.Bloated[dir] && fresh && t.last-t.baseline <= c.cfg.Threshold.Seconds()):
+			// (A probe answered since the last tick near the baseline
+			// says the queue is gone, or after an outage that the link
+			// is back, though its connections may wait out their
+			// retransmission timeouts before they deliver again.)
+		case d.Bloated[dir] && load >= c.cfg.MinLoad:
 			if !c.lastDown[dir].IsZero() && now.Sub(c.lastDown[dir]) < c.cfg.Refractory {
 				break
 			}
-			if !c.lastDown[dir].IsZero() && c.slope() < 0 {
+			if !c.lastDown[dir].IsZero() && t.slope() < 0 {
 				// The queue drains since the last decrease: the rate
 				// is below the link's; cutting again would only
 				// undershoot.
@@ -321,14 +431,27 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 			// What the link carries: what the shaper sent, less what
 			// piled up in the queue (the delay's slope is the queue's
 			// growth over the link's rate).
-			capacity := math.Min(rate, achieved/(1+math.Max(c.slope(), 0)))
+			capacity := math.Min(rate, achieved/(1+math.Max(t.slope(), 0)))
 			// Below it by enough to drain the standing queue within
 			// Drain, then Down for the next one to stay empty.
-			excess := c.last - c.baseline
+			excess := t.last - t.baseline
 			drain := math.Max(minDrainFactor, 1-excess/c.cfg.Drain.Seconds())
 			next = capacity * c.cfg.Down * drain
+			c.back[dir] = 0
+			if drain < 1 {
+				c.back[dir] = capacity * c.cfg.Down
+			}
 			c.lastDown[dir] = now
 			d.Why[dir] = "bloat"
+		case c.back[dir] > 0 && !d.Bloated[dir] && fresh && t.last-t.baseline <= c.cfg.Threshold.Seconds():
+			// The queue the decrease found has drained: the undershoot
+			// that drained it is over.
+			next = math.Max(rate, c.back[dir])
+			c.back[dir] = 0
+			if dir == Egress {
+				c.flow.cut, c.flow.outage = false, false
+			}
+			d.Why[dir] = "drained"
 		case load >= c.cfg.HighLoad && fresh:
 			next = rate * c.cfg.Up
 			d.Why[dir] = "load"
@@ -343,6 +466,7 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 		}
 	}
 	d.Rates = c.rates
+	c.load = d.Load
 	return d
 }
 

@@ -12,9 +12,15 @@
 //
 // Like idletime and control it is pure: no system calls, the clock
 // injected, every decision returned as a Decision value. The daemon feeds
-// it delay samples (RTT) and, at every tick, the bytes each direction
-// carried; it applies the rates through netsched and publishes the
-// decisions and estimates as monitor events.
+// it delay samples and, at every tick, the bytes each direction carried;
+// it applies the rates through netsched and publishes the decisions and
+// estimates as monitor events. Each direction has its own delay signal:
+// with one-way delays (SampleOneWay, from ICMP timestamp replies) a queue
+// on the download path does not cut the upload; with round trips
+// (Sample) both signals are the round trip. A one-way delay's rise counts
+// only as far as the round trip's rise allows (a queue lengthens both):
+// one the round trip does not share is the two clocks' offset moving,
+// and that direction's baseline moves with it.
 //
 // # Law
 //
@@ -22,8 +28,11 @@
 // average that falls fast (weight BaselineDown) and rises slowly
 // (BaselineUp), so that it tracks the minimum and follows a route change
 // over tens of seconds. A sample is bloated when it exceeds the baseline
-// by more than Threshold; the link is bloated when Detect of the last
-// Window samples are. At each tick, for each direction with a range
+// by more than Threshold; a direction is bloated when Detect of its last
+// Window samples are, or when the last one exceeds the baseline by more
+// than Severe (5 thresholds): behind a link that dropped to a quarter of
+// the shaper's rate the queue's delay grows 3 ms each ms, and waiting
+// for Detect samples lets it reach a second. At each tick, for each direction with a range
 // (Max > 0):
 //
 //   - bloated, the direction carrying at least MinLoad of its rate (a
@@ -35,14 +44,33 @@
 //     the delay's slope (a queue fed at s and served at c grows its
 //     delay by (s − c)/c each second), by the factor Down and by as much
 //     again as drains the standing queue within Drain (at most to a
-//     quarter), never below Min. A direction carrying less keeps its
-//     rate: its traffic did not fill the queue (with RTTs alone the two
-//     directions' delays are one).
+//     quarter), never below Min. Once a fresh sample is back within
+//     Threshold of the baseline, the rate returns to the estimate × Down
+//     (the drain is over) rather than climbing back from below it. A
+//     direction carrying less keeps its rate: its traffic did not fill
+//     the queue (with round trips alone the two directions' delays are
+//     one, and this is all that tells them apart).
 //   - not bloated, loaded (carrying at least HighLoad of its rate), and a
 //     sample since the last tick: the rate rises by the factor Up, never
 //     above Max.
 //   - not bloated and not loaded: nothing tells what the link can carry;
 //     the rate keeps its value.
+//
+// # Delivery
+//
+// A probe reports a queue only after crossing it: behind a link that fell
+// to a quarter of the shaper's rate the queue's delay grows 3 ms each ms,
+// so a probe that finds Severe's 50 ms of it returns some 90 ms after the
+// fall, when about 250 ms stand behind it. The acknowledgements of the packets at the queue's head slow down
+// at once. Flows takes what this host's TCP connections through the
+// interface delivered over each short period (netsched.DeliveryMeter, a
+// BPF TCP iterator) and cuts the upload at once when their delivery rate
+// fell well below its recent peak while they were loading the link,
+// limited by their congestion windows, with a queue behind them by
+// Little's law (bytes in flight over the delivery rate, less the probes'
+// base round trip); the delivery rate is then the link's, and the rate
+// returns to it once the connections deliver what the shaper sends (the
+// queue is gone). See Flows for the constants.
 //
 // With no delay sample for Stale (the reflector stopped answering), the
 // controller holds every rate at its

@@ -16,11 +16,13 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/api/peercred"
+	"github.com/lanes-qos/lanes/autorate"
 	"github.com/lanes-qos/lanes/disk"
 	"github.com/lanes-qos/lanes/diskidle"
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/netsched"
 )
 
 type ctxKey struct{}
@@ -384,12 +386,38 @@ func (d *Daemon) mechanisms() []api.Mechanism {
 	default:
 		m = append(m, wireMechanisms(d.net.e.Mechanisms())...)
 		if a := d.config().Net.Auto; a != nil {
-			mech := api.Mechanism{Resource: "net rate", Backend: "auto: follows the upload link from pings to " + a.Reflector.String(), OK: d.net.auto != nil, Preferred: true,
-				Reason: "HTB root and lane classes changed in place within " + lane.FormatRate(a.Law.Min[0]) + ".." + lane.FormatRate(a.Law.Max[0])}
+			what, within := "upload link", "upload "+lane.FormatRate(a.Law.Min[0])+".."+lane.FormatRate(a.Law.Max[0])
+			if a.Law.Max[1] != 0 {
+				what, within = "upload and download links", within+", download "+lane.FormatRate(a.Law.Min[1])+".."+lane.FormatRate(a.Law.Max[1])
+			}
+			probes := "ICMP timestamps (one-way delays; echo requests where unanswered)"
+			if a.Probe == lane.ProbeEcho {
+				probes = "echo requests (round trips)"
+			}
+			if r := d.net.auto; r != nil {
+				switch r.pinger.Mode() {
+				case netsched.PingTimestamp:
+					probes = "ICMP timestamps (one-way delays)"
+				case netsched.PingEcho:
+					probes = "echo requests (round trips: a queue on either path counts for both)"
+				}
+			}
+			mech := api.Mechanism{Resource: "net rate", Backend: "auto: follows the " + what + " from " + probes + " to " + a.Reflector.String(), OK: d.net.auto != nil, Preferred: true,
+				Reason: "HTB root and lane classes changed in place within " + within}
 			if d.net.auto == nil {
 				mech.Backend = "auto: not running (lanes status says why)"
 			}
 			m = append(m, mech)
+			if a.Delivery {
+				dm := api.Mechanism{Resource: "net rate delivery", Backend: "BPF TCP iterator: the upload's own connections' delivery cuts the rate when the link slows", OK: true, Preferred: true,
+					Reason: "read every " + autorate.FlowPeriod.String() + " while the upload is loaded"}
+				if r := d.net.auto; r == nil {
+					dm.Backend, dm.OK, dm.Reason = "none", false, "the auto rate does not run"
+				} else if r.meterErr != nil {
+					dm.Backend, dm.OK, dm.Reason = "none: the probes alone", false, r.meterErr.Error()
+				}
+				m = append(m, dm)
+			}
 		}
 	}
 	d.applyMu.Unlock()

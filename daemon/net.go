@@ -197,6 +197,7 @@ func (d *Daemon) endAuto() {
 		d.logf("net auto: restore the link rates: %v", err)
 	}
 	d.setHealth("net-auto-stale", "")
+	d.setHealth("net-auto-probe", "")
 }
 
 // startNetIdle starts the controller over every gate of the shaped

@@ -158,6 +158,8 @@ type fileNetAuto struct {
 	Reflector *string `toml:"reflector"`
 	Interval  *string `toml:"interval"`
 	Threshold *string `toml:"threshold"`
+	Probe     *string `toml:"probe"`
+	Delivery  *bool   `toml:"delivery"`
 }
 
 type fileLedbat struct {
@@ -401,7 +403,7 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 	}
 	if fn.Rate != nil {
 		if *fn.Rate == "auto" {
-			n.Auto = v.netAuto(n, fn.Auto)
+			n.Auto = v.netAuto(n, fn.Auto, fn.Ingress != nil && *fn.Ingress)
 		} else {
 			r, err := ParseRate(*fn.Rate)
 			if err != nil {
@@ -467,11 +469,13 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 	}
 }
 
-// netAuto reads [net.auto] for rate = "auto": the rate's range, the
+// netAuto reads [net.auto] for rate = "auto": the rates' ranges, the
 // reflector and the controller's period and threshold. n.Rate becomes the
-// range's maximum, at which the trees are built.
-func (v *validator) netAuto(n *NetGlobal, fa *fileNetAuto) *AutoRate {
-	a := &AutoRate{Interval: DefaultAutoInterval, Law: autorate.Config{Threshold: autorate.Defaults.Threshold}}
+// larger of the ranges' maxima, at which the trees are built (each
+// direction then starts at its own maximum). A download range needs
+// download shaping (ingress).
+func (v *validator) netAuto(n *NetGlobal, fa *fileNetAuto, ingress bool) *AutoRate {
+	a := &AutoRate{Interval: DefaultAutoInterval, Probe: ProbeTimestamp, Delivery: true, Law: autorate.Config{Threshold: autorate.Defaults.Threshold}}
 	switch {
 	case fa == nil:
 		v.add("net.rate", "\"auto\" needs a [net.auto] table with upload (the rate's range) and reflector")
@@ -485,10 +489,15 @@ func (v *validator) netAuto(n *NetGlobal, fa *fileNetAuto) *AutoRate {
 		}
 	}
 	if fa.Download != nil {
-		v.add("net.auto.download", "the download rate does not follow the link yet: leave download out (with ingress = true the download tree keeps the upload's maximum)")
+		if !ingress {
+			v.add("net.auto.download", "the download rate follows the link only where lanes shapes downloads: set [net] ingress = true, or leave download out")
+		} else if lo, hi, ok := v.rateRange("net.auto.download", *fa.Download); ok {
+			a.Law.Min[autorate.Ingress], a.Law.Max[autorate.Ingress] = lo, hi
+			n.Rate = max(n.Rate, hi)
+		}
 	}
 	if fa.Reflector == nil {
-		v.add("net.auto", "rate = \"auto\" needs reflector: an address beyond the bottleneck that answers ping (e.g. your provider's first router)")
+		v.add("net.auto", "rate = \"auto\" needs reflector: an address beyond the bottleneck that answers ICMP timestamps or ping (e.g. your provider's first router)")
 	} else if addr, err := netip.ParseAddr(*fa.Reflector); err != nil {
 		v.add("net.auto.reflector", "%q is not an IP address", *fa.Reflector)
 	} else if addr = addr.Unmap(); addr.IsUnspecified() || addr.IsLoopback() || addr.IsMulticast() || addr.Zone() != "" {
@@ -505,6 +514,17 @@ func (v *validator) netAuto(n *NetGlobal, fa *fileNetAuto) *AutoRate {
 		if d, ok := v.duration("net.auto.threshold", *fa.Threshold, time.Millisecond, 500*time.Millisecond); ok {
 			a.Law.Threshold = d
 		}
+	}
+	if fa.Probe != nil {
+		switch *fa.Probe {
+		case ProbeTimestamp, ProbeEcho:
+			a.Probe = *fa.Probe
+		default:
+			v.add("net.auto.probe", "%q is not a probe: want %q (one-way delays where the reflector answers ICMP timestamps, the default) or %q (round trips)", *fa.Probe, ProbeTimestamp, ProbeEcho)
+		}
+	}
+	if fa.Delivery != nil {
+		a.Delivery = *fa.Delivery
 	}
 	if len(n.Interfaces) > 1 {
 		v.add("net.interfaces", "rate = \"auto\" follows one link: name at most one interface")

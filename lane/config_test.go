@@ -214,9 +214,11 @@ func TestParseErrors(t *testing.T) {
 		{"auto without reflector", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\n", []string{"lanes.toml:3: net.auto: rate = \"auto\" needs reflector"}},
 		{"auto reflector not an address", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"router.example\"\n", []string{`lanes.toml:5: net.auto.reflector: "router.example" is not an IP address`}},
 		{"auto reflector loopback", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"127.0.0.1\"\n", []string{"lanes.toml:5: net.auto.reflector: 127.0.0.1 cannot be a reflector"}},
-		{"auto download not yet", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\ndownload = \"1mbit..50mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:5: net.auto.download: the download rate does not follow the link yet"}},
+		{"auto download without ingress", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\ndownload = \"1mbit..50mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:5: net.auto.download: the download rate follows the link only where lanes shapes downloads: set [net] ingress = true"}},
+		{"auto download reversed", "[net]\nrate = \"auto\"\ningress = true\n[net.auto]\nupload = \"1mbit..20mbit\"\ndownload = \"50mbit..1mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:6: net.auto.download: minimum 50mbit is above maximum 1mbit"}},
 		{"auto interval short", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\ninterval = \"5ms\"\n", []string{"lanes.toml:6: net.auto.interval: 5ms is outside 20ms..1s"}},
 		{"auto threshold junk", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\nthreshold = \"soon\"\n", []string{`lanes.toml:6: net.auto.threshold: invalid duration "soon"`}},
+		{"auto probe unknown", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\nprobe = \"icmp\"\n", []string{`lanes.toml:6: net.auto.probe: "icmp" is not a probe: want "timestamp"`}},
 		{"auto table without auto rate", "[net]\nrate = \"20mbit\"\n[net.auto]\nupload = \"1mbit..20mbit\"\n", []string{`net.auto: set [net] rate = "auto"`}},
 		{"auto on two interfaces", "[net]\ninterfaces = [\"eth0\", \"wlan0\"]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:2: net.interfaces: rate = \"auto\" follows one link"}},
 		{"auto without its table", "[net]\nrate = \"auto\"\n", []string{`lanes.toml:2: net.rate: "auto" needs a [net.auto] table`}},
@@ -603,8 +605,18 @@ func TestAutoRateConfig(t *testing.T) {
 	if a.Law.Min[autorate.Egress] != 2_000_000 || a.Law.Max[autorate.Egress] != 20_000_000 || a.Law.Max[autorate.Ingress] != 0 {
 		t.Errorf("range %v..%v, want upload 2..20 Mbit/s and no download", a.Law.Min, a.Law.Max)
 	}
-	if a.Reflector.String() != "198.18.1.1" || a.Interval != DefaultAutoInterval || a.Law.Threshold != 15*time.Millisecond {
-		t.Errorf("reflector %v, interval %v, threshold %v", a.Reflector, a.Interval, a.Law.Threshold)
+	if a.Reflector.String() != "198.18.1.1" || a.Interval != DefaultAutoInterval || a.Law.Threshold != 15*time.Millisecond || a.Probe != ProbeTimestamp {
+		t.Errorf("reflector %v, interval %v, threshold %v, probe %q", a.Reflector, a.Interval, a.Law.Threshold, a.Probe)
+	}
+	if e, err := Parse("t.toml", []byte("[net]\nrate = \"auto\"\n[net.auto]\nupload = \"2mbit..20mbit\"\nreflector = \"198.18.1.1\"\nprobe = \"echo\"\n")); err != nil || e.Net.Auto.Probe != ProbeEcho {
+		t.Errorf("probe = \"echo\": %v", err)
+	}
+	c, err = Parse("t.toml", []byte("[net]\nrate = \"auto\"\ningress = true\n[net.auto]\nupload = \"2mbit..20mbit\"\ndownload = \"5mbit..100mbit\"\nreflector = \"198.18.1.1\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Net.Auto; a.Law.Min[autorate.Ingress] != 5_000_000 || a.Law.Max[autorate.Ingress] != 100_000_000 || c.Net.Rate != 100_000_000 {
+		t.Errorf("download %v..%v, link %d: want 5..100 Mbit/s and the trees at 100", a.Law.Min[autorate.Ingress], a.Law.Max[autorate.Ingress], c.Net.Rate)
 	}
 	if d, err := Parse("t.toml", []byte("[net]\nrate = \"20mbit\"\n")); err != nil || d.Net.Auto != nil {
 		t.Errorf("a fixed rate: Auto %v, err %v", d.Net.Auto, err)

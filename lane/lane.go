@@ -190,11 +190,27 @@ type AutoRate struct {
 	// Law holds the range (Min and Max by autorate.Dir) and the
 	// threshold; the rest of the law is autorate's defaults.
 	Law autorate.Config
-	// Reflector answers ICMP echo beyond the bottleneck.
+	// Reflector answers ICMP timestamp or echo requests beyond the
+	// bottleneck.
 	Reflector netip.Addr
 	// Interval is the time between probes and between decisions.
 	Interval time.Duration
+	// Probe is what the probes are: ProbeTimestamp (one-way delays where
+	// the reflector answers timestamps, round trips where it does not) or
+	// ProbeEcho (round trips).
+	Probe string
+	// Delivery: the upload's rate also follows what the interface's TCP
+	// connections deliver (autorate.Controller.Flows), read every
+	// autorate.FlowPeriod while the upload is loaded, where the kernel
+	// has a BPF TCP iterator.
+	Delivery bool
 }
+
+// The auto rate's probes ([net.auto] probe).
+const (
+	ProbeTimestamp = "timestamp"
+	ProbeEcho      = "echo"
+)
 
 // The auto rate's limits: the probe and decision period, and the lowest
 // rate a range may start at.

@@ -1,0 +1,299 @@
+package autorate
+
+import (
+	"math"
+	"time"
+)
+
+// FlowSample is what the TCP connections leaving through the shaped
+// interface did over one short period (a netsched.DeliveryMeter read):
+// the upload's fast signal.
+type FlowSample struct {
+	At time.Time
+	// Delivered is the bytes the peers acknowledged over the period;
+	// InFlight the bytes sent and not yet acknowledged at its end.
+	Delivered, InFlight uint64
+	// CwndLimited: some connection's bytes in flight filled its
+	// congestion window (it sent as fast as the network let it, not as
+	// fast as its application wrote).
+	CwndLimited bool
+}
+
+// The delivery law's constants (Flows).
+const (
+	// FlowPeriod is how often the daemon reads the delivery meter while
+	// the upload is loaded.
+	FlowPeriod = 20 * time.Millisecond
+	// FlowWindow is the span a delivery rate is measured over: two reads
+	// at the meter's period of 20 ms.
+	FlowWindow = 40 * time.Millisecond
+	// FlowPeak is the span of the recent peak the rate is compared with.
+	FlowPeak = 400 * time.Millisecond
+	// FlowFall is the share of the recent peak below which the delivery
+	// rate counts as fallen.
+	FlowFall = 0.6
+	// FlowDrain is the time a delivery cut gives the queue it estimates
+	// to drain (Config.Drain is the probes' cut's: a queue the probes
+	// see has stood for a while and may hold a standing flow's data; one
+	// the acknowledgements see is what the last tens of milliseconds
+	// piled up and sits in front of every interactive packet).
+	FlowDrain = 200 * time.Millisecond
+	// flowCutLife is how long a cut waits for its drain before the law
+	// judges the link afresh.
+	flowCutLife = time.Second
+	// flowOutageLife bounds how long an outage's cut holds the probes'
+	// law off.
+	flowOutageLife = 10 * time.Second
+	// flowKeep bounds the samples kept.
+	flowKeep = 64
+)
+
+type flowPoint struct {
+	at        time.Time
+	delivered uint64
+}
+
+// flowState is the delivery law's memory.
+type flowState struct {
+	points []flowPoint // the recent samples, oldest first
+	// cut: the last decrease was the delivery law's, less than
+	// flowCutLife ago, and its drain is not over (Controller.back holds
+	// where the rate returns).
+	cut   bool
+	cutAt time.Time
+	// outage: that cut was for a delivery that collapsed; it lasts while
+	// the link delivers nothing (up to flowOutageLife), not flowCutLife.
+	outage bool
+	// drainedAt is when this law last saw the queue ahead of the shaper
+	// gone: a probe sent before it crossed that queue.
+	drainedAt time.Time
+}
+
+// holds reports whether this law's last cut still holds at now: within
+// flowCutLife, or, for an outage, while the link delivers nothing
+// (silent) up to flowOutageLife.
+func (f *flowState) holds(now time.Time, silent bool) bool {
+	if !f.cut {
+		return false
+	}
+	age := now.Sub(f.cutAt)
+	return age < flowCutLife || (f.outage && silent && age < flowOutageLife)
+}
+
+// draining reports whether the probes' law leaves the upload to this
+// law's last cut at now: it holds, and the meter is being read (the
+// daemon stops reading it when the upload carries little).
+func (f *flowState) draining(now time.Time) bool {
+	if n := len(f.points); n == 0 || now.Sub(f.points[n-1].at) > 4*FlowWindow {
+		return false
+	}
+	return f.holds(now, f.outage)
+}
+
+// crossedDrained reports whether a probe answered at now after rtt was
+// sent before the delivery law saw the upload's queue gone: its delay is
+// that queue's, which no longer stands.
+func (c *Controller) crossedDrained(now time.Time, rtt time.Duration) bool {
+	return !c.flow.drainedAt.IsZero() && now.Add(-rtt).Before(c.flow.drainedAt)
+}
+
+// baseRTT is the empty path's round trip the probes measured, in
+// seconds, or 0 when none is known.
+func (c *Controller) baseRTT() float64 {
+	switch {
+	case c.rtt.have:
+		return c.rtt.baseline
+	case c.delay[Egress].have && !c.delay[Egress].oneWay:
+		return c.delay[Egress].baseline
+	}
+	return 0
+}
+
+// ackPathQueued reports whether one-way probes show a queue on the
+// download path: the upload's acknowledgements wait in it, and while it
+// grows they arrive slower than the upload is delivered, which looks like
+// a link that slowed. (Round trips cannot tell the two paths apart: the
+// probes' own cut would follow the same queue.)
+func (c *Controller) ackPathQueued() bool {
+	t := &c.delay[Ingress]
+	if !t.have || !t.oneWay {
+		return false
+	}
+	return t.bloated(c.cfg) || t.last-t.baseline > c.cfg.Threshold.Seconds()
+}
+
+// rateOver is the delivery rate (bit/s) over the span from the last
+// sample at least span before end to end, the highest rate of one read
+// in it, and whether the samples cover span and at most twice it (a
+// meter that paused measures nothing).
+func (f *flowState) rateOver(end time.Time, span time.Duration) (rate, highest float64, ok bool) {
+	var bytes uint64
+	var start time.Time
+	for i := len(f.points) - 1; i >= 0; i-- {
+		p := f.points[i]
+		if p.at.After(end) {
+			continue
+		}
+		if end.Sub(p.at) >= span || i == 0 {
+			start = p.at // its bytes were delivered before the span
+			break
+		}
+		bytes += p.delivered
+		if d := p.at.Sub(f.points[i-1].at); d > 0 {
+			highest = math.Max(highest, float64(p.delivered)*8/d.Seconds())
+		}
+	}
+	d := end.Sub(start)
+	if start.IsZero() || d < span || d > 2*span {
+		return 0, 0, false
+	}
+	return float64(bytes) * 8 / d.Seconds(), highest, true
+}
+
+// Flows takes one FlowSample. The upload's rate drops at once when the
+// link has slowed down under lanes' own connections, before any probe
+// could cross the queue that builds:
+//
+//   - their delivery rate fell: over FlowWindow it is below FlowFall of
+//     its peak over the FlowPeak before (every read in the window is);
+//   - they were loading the link: that peak (of windows since the last
+//     decrease, which changed what the shaper lets through) is at least
+//     HighLoad of the rate;
+//   - some connection is limited by its congestion window, not by its
+//     application;
+//   - no queue on the download path, where one-way probes can tell
+//     (ackPathQueued): the acknowledgements wait there;
+//   - a queue has built: the bytes in flight over the delivery rate, less
+//     the probes' base round trip, exceed Threshold (Little's law; an
+//     application that stops sending empties its flight with its
+//     delivery, and no queue shows).
+//
+// The link's rate is then the delivery rate (the queue's head is served
+// at it): the rate drops to it × Down, and below by as much as drains the
+// estimated queue within FlowDrain (at most to a quarter). Once the
+// connections deliver the shaper's rate (at least half of it and at most
+// 10 % more: the queue ahead is gone), it returns to the delivery rate ×
+// Down. A delivery that collapsed below a tenth of its peak (an outage,
+// with at least the path's worth still in flight) is no estimate of the
+// link: the rate drops to Min and returns to the peak × Down once the
+// link delivers the shaper's rate again (stale probes do not hold that
+// return: an outage silences them too). Nothing else changes while the
+// probes are stale, within Refractory of a decrease, or within flowCutLife of
+// this law's last cut that has not drained. The decision is that of a
+// tick for the upload.
+func (c *Controller) Flows(s FlowSample) Decision {
+	f := &c.flow
+	now := s.At
+	if n := len(f.points); n > 0 && !now.After(f.points[n-1].at) {
+		return c.decision()
+	}
+	f.points = append(f.points, flowPoint{at: now, delivered: s.Delivered})
+	if len(f.points) > flowKeep {
+		f.points = f.points[len(f.points)-flowKeep:]
+	}
+	dir := Egress
+	if c.cfg.Max[dir] == 0 {
+		return c.decision()
+	}
+	rate := float64(c.rates[dir])
+	w, highest, ok := f.rateOver(now, FlowWindow)
+	if !ok {
+		return c.decision()
+	}
+	// After this law's decrease (the probes' have their own end): the connections
+	// deliver faster than the shaper sends while the queue ahead of it
+	// empties; once they deliver its rate, no more (and no less: a link
+	// that went down delivers nothing), the queue is gone and the rate
+	// returns to where the decrease aimed.
+	if c.back[dir] > 0 && !f.cutAt.IsZero() && f.cutAt.Equal(c.lastDown[dir]) && now.Sub(f.cutAt) >= FlowWindow && w <= 1.1*rate && w >= 0.5*rate {
+		next := math.Max(rate, c.back[dir])
+		c.back[dir] = 0
+		f.cut, f.outage = false, false
+		f.drainedAt = now
+		// The probes' window holds the queue's delays: it is gone.
+		for i := range c.delay[dir].window {
+			c.delay[dir].window[i].bloated, c.delay[dir].window[i].stale = false, true
+		}
+		return c.setRate(dir, next, "drained")
+	}
+	if c.stale {
+		return c.decision() // no probe answers: no new cut (an outage's return above needs none)
+	}
+	if f.cut {
+		if f.holds(now, w < 0.5*rate) {
+			return c.decision()
+		}
+		f.cut, f.outage = false, false // the link did not settle: judge afresh
+	}
+	if !c.lastDown[dir].IsZero() && now.Sub(c.lastDown[dir]) < c.cfg.Refractory {
+		return c.decision()
+	}
+	var peak float64
+	for i := len(f.points) - 1; i >= 0; i-- {
+		p := f.points[i]
+		age := now.Sub(p.at)
+		if age < FlowWindow {
+			continue
+		}
+		if age > FlowPeak || (!c.lastDown[dir].IsZero() && p.at.Add(-FlowWindow).Before(c.lastDown[dir])) {
+			break // older, or measured at a rate before the last decrease
+		}
+		if r, _, ok := f.rateOver(p.at, FlowWindow); ok {
+			peak = math.Max(peak, r)
+		}
+	}
+	base := c.baseRTT()
+	if peak < c.cfg.HighLoad*rate || highest >= FlowFall*peak || !s.CwndLimited || base <= 0 || c.ackPathQueued() {
+		return c.decision()
+	}
+	var next float64
+	if w < 0.1*peak {
+		// An outage: nothing to estimate the link from.
+		if float64(s.InFlight)*8 < peak*base {
+			return c.decision() // less than the path held: no sender waits on it
+		}
+		next = 0
+		c.back[dir] = peak * c.cfg.Down
+		f.outage = true
+	} else {
+		queue := float64(s.InFlight)*8/w - base
+		if queue <= c.cfg.Threshold.Seconds() {
+			return c.decision()
+		}
+		drain := math.Max(minDrainFactor, 1-queue/FlowDrain.Seconds())
+		next = w * c.cfg.Down * drain
+		c.back[dir] = w * c.cfg.Down
+	}
+	f.cut, f.cutAt = true, now
+	c.lastDown[dir] = now
+	return c.setRate(dir, next, "delivery")
+}
+
+// setRate moves dir's rate to next (within its bounds) and returns the
+// decision.
+func (c *Controller) setRate(dir Dir, next float64, why string) Decision {
+	r := uint64(math.Round(next))
+	r = min(max(r, c.cfg.Min[dir]), c.cfg.Max[dir])
+	changed := r != c.rates[dir]
+	c.rates[dir] = r
+	d := c.decision()
+	if changed {
+		d.Changed[dir] = true
+		d.Why[dir] = why
+	}
+	return d
+}
+
+// decision is the current state as a Decision with nothing changed.
+func (c *Controller) decision() Decision {
+	var d Decision
+	for i, t := range c.delay {
+		d.Baseline[i], d.Delay[i] = secs(t.baseline), secs(t.last)
+		d.OneWay = d.OneWay || t.oneWay
+		d.Bloated[i] = !c.stale && t.bloated(c.cfg)
+	}
+	d.Stale = c.stale
+	d.Rates = c.rates
+	d.Load = c.load
+	return d
+}

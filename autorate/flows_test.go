@@ -1,0 +1,293 @@
+package autorate
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// flowLink feeds a controller the probes of a 20 ms path and, every
+// 20 ms, its upload's delivery.
+type flowLink struct {
+	c   *Controller
+	now time.Time
+}
+
+// The probes a flowLink starts with.
+const (
+	roundTrips = iota // 20 ms round trips
+	oneWay            // one-way delays of 3 and 17 ms, a 20 ms round trip
+	noProbes
+)
+
+func newFlowLink(t *testing.T, cfg Config, probes int) *flowLink {
+	t.Helper()
+	c, err := New(cfg, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &flowLink{c: c, now: t0}
+	for range 5 {
+		l.now = l.now.Add(20 * time.Millisecond)
+		switch probes {
+		case roundTrips:
+			c.Sample(l.now, 20*time.Millisecond)
+		case oneWay:
+			c.SampleOneWay(l.now, 3*time.Millisecond, 17*time.Millisecond, 20*time.Millisecond)
+		}
+	}
+	return l
+}
+
+// deliver feeds n reads 20 ms apart of connections delivering at rate
+// bit/s with inflight bytes in flight, and returns the last decision.
+func (l *flowLink) deliver(n int, rate float64, inflight uint64, limited bool) Decision {
+	var d Decision
+	for range n {
+		l.now = l.now.Add(20 * time.Millisecond)
+		d = l.c.Flows(FlowSample{At: l.now, Delivered: uint64(rate * 0.020 / 8), InFlight: inflight, CwndLimited: limited})
+	}
+	return d
+}
+
+func near(got uint64, want float64) bool { return math.Abs(float64(got)-want) <= want/100 }
+
+func TestFlows(t *testing.T) {
+	cfg := Config{Min: [2]uint64{mbit, 0}, Max: [2]uint64{20 * mbit, 0}}
+	// 20 Mbit/s over a 20 ms round trip with 4 ms of queue: 60 kB.
+	const flight = 60_000
+	for _, tc := range []struct {
+		name   string
+		probes int
+		run    func(t *testing.T, l *flowLink)
+	}{
+		{"a link that slows under window-limited connections: cut at once, then back once drained", roundTrips, func(t *testing.T, l *flowLink) {
+			if d := l.deliver(20, 20*mbit, flight, true); d.Changed[Egress] {
+				t.Fatalf("a steady link moved the rate: %+v", d)
+			}
+			// The link falls to 5 Mbit/s: the flight holds (a queue
+			// builds). One read of it is not yet a window's.
+			if d := l.deliver(1, 5*mbit, flight, true); d.Changed[Egress] {
+				t.Fatalf("cut on one read: %+v", d)
+			}
+			d := l.deliver(1, 5*mbit, flight, true)
+			// Little: 60 kB at 5 Mbit/s is 96 ms, 76 ms over the 20 ms
+			// path; drained within 200 ms: × (1 − 0.076/0.2).
+			want := 5 * mbit * 0.9 * (1 - 0.076/0.2)
+			if !d.Changed[Egress] || d.Why[Egress] != "delivery" || !near(d.Rates[Egress], want) {
+				t.Fatalf("after 40 ms at a quarter: %+v, want the rate at %.0f for \"delivery\"", d, want)
+			}
+			// Draining: the link delivers its 5 Mbit/s while the
+			// shaper sends less; nothing moves.
+			if d := l.deliver(5, 5*mbit, flight/2, true); d.Changed[Egress] {
+				t.Fatalf("moved while the queue drains: %+v", d)
+			}
+			// Drained: the connections deliver what the shaper sends.
+			d = l.deliver(2, float64(l.c.Rates()[Egress]), flight/4, true)
+			if !d.Changed[Egress] || d.Why[Egress] != "drained" || !near(d.Rates[Egress], 4.5*mbit) {
+				t.Fatalf("drained: %+v, want the rate back at the link's 5 Mbit/s × 0.9", d)
+			}
+		}},
+		{"the probes report the queue after the delivery cut: no second cut, no rise", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			d := l.deliver(2, 5*mbit, flight, true)
+			if d.Why[Egress] != "delivery" {
+				t.Fatalf("no delivery cut: %+v", d)
+			}
+			cut := d.Rates[Egress]
+			// 400 ms of probes 80 ms over the base (the queue the cut is
+			// draining, delivered at the link's 5 Mbit/s), ticks every
+			// 100 ms with the shaper loaded.
+			for range 4 {
+				for range 5 {
+					l.now = l.now.Add(20 * time.Millisecond)
+					l.c.Sample(l.now, 100*time.Millisecond)
+					l.c.Flows(FlowSample{At: l.now, Delivered: uint64(5 * mbit * 0.020 / 8), InFlight: flight / 2, CwndLimited: true})
+				}
+				d = l.c.Tick(l.now, [2]uint64{uint64(float64(cut) * 0.1)})
+				if d.Changed[Egress] {
+					t.Fatalf("tick moved the rate during the delivery cut's drain: %+v", d)
+				}
+			}
+			// The probes see the queue gone: back to the link's 5 × 0.9.
+			for range 5 {
+				l.now = l.now.Add(20 * time.Millisecond)
+				l.c.Sample(l.now, 20*time.Millisecond)
+			}
+			for range 6 {
+				l.now = l.now.Add(100 * time.Millisecond)
+				l.c.Sample(l.now, 20*time.Millisecond)
+				if d = l.c.Tick(l.now, [2]uint64{uint64(float64(cut) * 0.1)}); d.Changed[Egress] {
+					break
+				}
+			}
+			if d.Why[Egress] != "drained" || !near(d.Rates[Egress], 4.5*mbit) {
+				t.Fatalf("after the probes saw the queue drain: %+v, want \"drained\" to 4.5 Mbit/s", d)
+			}
+		}},
+		{"probes that crossed the queue before the delivery law saw it gone: no cut", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			l.deliver(2, 5*mbit, flight, true)
+			for range 3 { // the probes report the queue meanwhile
+				l.now = l.now.Add(20 * time.Millisecond)
+				l.c.Sample(l.now, 100*time.Millisecond)
+			}
+			l.deliver(3, 5*mbit, flight/2, true)
+			d := l.deliver(2, float64(l.c.Rates()[Egress]), flight/4, true)
+			if d.Why[Egress] != "drained" {
+				t.Fatalf("not drained: %+v", d)
+			}
+			// An answer still on its way: sent before the drain. The
+			// window (20, 20, 100, 100, 100, 100 ms) rises and is
+			// severe, past the refractory period of the cut.
+			l.now = l.now.Add(20 * time.Millisecond)
+			l.c.Sample(l.now, 100*time.Millisecond)
+			l.now = l.now.Add(150 * time.Millisecond)
+			if d := l.c.Tick(l.now, [2]uint64{uint64(4.5 * mbit * 0.15)}); d.Changed[Egress] && d.Why[Egress] == "bloat" {
+				t.Fatalf("cut for a queue the delivery law saw drain: %+v", d)
+			}
+		}},
+		{"a link that keeps falling: judged afresh a second after a cut that did not drain", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			d := l.deliver(2, 5*mbit, flight, true)
+			if d.Why[Egress] != "delivery" {
+				t.Fatalf("no cut: %+v", d)
+			}
+			// The shaper's rate is what the link delivers, then less,
+			// without the queue ever draining.
+			rate := float64(d.Rates[Egress])
+			l.deliver(25, 1.5*rate, flight, true)
+			l.deliver(25, 1.5*rate, flight, true)
+			l.deliver(25, 0.3*rate, flight, true)
+			if got := l.c.Rates()[Egress]; float64(got) >= 0.5*rate {
+				t.Fatalf("a second fall after the first cut's life: rate %d, want another cut below %.0f", got, 0.5*rate)
+			}
+		}},
+		{"an application that stops: no cut", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			if d := l.deliver(5, 0, 0, false); d.Changed[Egress] {
+				t.Fatalf("cut when the sender stopped: %+v", d)
+			}
+		}},
+		{"application-limited connections: no cut", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			if d := l.deliver(5, 5*mbit, flight, false); d.Changed[Egress] {
+				t.Fatalf("cut with no connection limited by its window: %+v", d)
+			}
+		}},
+		{"a fall with no queue behind it: no cut", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			// 5 Mbit/s with 14 kB in flight: 22 ms, 2 ms over the path.
+			if d := l.deliver(5, 5*mbit, 14_000, true); d.Changed[Egress] {
+				t.Fatalf("cut with no queue by Little's law: %+v", d)
+			}
+		}},
+		{"a fall by less than FlowFall: no cut", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			if d := l.deliver(5, 13*mbit, flight, true); d.Changed[Egress] {
+				t.Fatalf("cut at 65%% of the peak: %+v", d)
+			}
+		}},
+		{"connections that did not load the link: no cut", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 10*mbit, flight, true) // half the 20 Mbit/s rate
+			if d := l.deliver(5, 2*mbit, flight, true); d.Changed[Egress] {
+				t.Fatalf("cut on connections carrying half the rate: %+v", d)
+			}
+		}},
+		{"an outage: to the minimum, back to the peak once it delivers", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			l.c.Tick(l.now, [2]uint64{uint64(20 * mbit * 0.4)}) // the probes' last answers before it
+			d := l.deliver(2, 0, flight, true)
+			if !d.Changed[Egress] || d.Rates[Egress] != mbit || d.Why[Egress] != "delivery" {
+				t.Fatalf("outage: %+v, want the minimum", d)
+			}
+			// Two seconds down, past flowCutLife; the probes' ticks
+			// (no answers) move nothing either.
+			for range 20 {
+				if d := l.deliver(5, 0, flight, true); d.Changed[Egress] {
+					t.Fatalf("moved during the outage: %+v", d)
+				}
+				if d := l.c.Tick(l.now, [2]uint64{uint64(0.1 * mbit)}); d.Changed[Egress] {
+					t.Fatalf("a tick moved the rate during the outage: %+v", d)
+				}
+			}
+			// Back: the queue ahead drains at the link's rate, then the
+			// connections deliver the shaper's 1 Mbit/s.
+			l.deliver(3, 20*mbit, flight, true)
+			d = l.deliver(2, mbit, flight/10, true)
+			if !d.Changed[Egress] || d.Why[Egress] != "drained" || !near(d.Rates[Egress], 18*mbit) {
+				t.Fatalf("after the outage: %+v, want the peak 20 Mbit/s × 0.9", d)
+			}
+		}},
+		{"an outage whose connections wait out their timeouts: the probes' answers end it", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			l.c.Tick(l.now, [2]uint64{uint64(20 * mbit * 0.4)}) // the probes' last answers before it
+			if d := l.deliver(2, 0, flight, true); d.Rates[Egress] != mbit {
+				t.Fatalf("outage: %+v, want the minimum", d)
+			}
+			if d := l.c.Tick(l.now, [2]uint64{uint64(0.1 * mbit)}); d.Changed[Egress] {
+				t.Fatalf("a tick without answers moved the rate: %+v", d)
+			}
+			l.deliver(50, 0, flight, true)
+			l.c.Tick(l.now, [2]uint64{uint64(0.1 * mbit)})
+			// The link is back and answers the probes; the connection
+			// still sends nothing (its retransmission timer runs).
+			l.now = l.now.Add(50 * time.Millisecond)
+			l.c.Sample(l.now, 20*time.Millisecond)
+			l.deliver(1, 0, flight, true)
+			if d := l.c.Tick(l.now, [2]uint64{uint64(0.1 * mbit)}); d.Why[Egress] != "drained" || !near(d.Rates[Egress], 18*mbit) {
+				t.Fatalf("probes answer after the outage: %+v, want \"drained\" to 18 Mbit/s", d)
+			}
+		}},
+		{"within the refractory period of a decrease: no second cut", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			l.c.lastDown[Egress] = l.now
+			if d := l.deliver(5, 5*mbit, flight, true); d.Changed[Egress] {
+				t.Fatalf("cut within the refractory period: %+v", d)
+			}
+		}},
+		{"the shaper's own decrease is no fall of the link", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			// A probe's cut to 5 Mbit/s: the connections deliver what
+			// the shaper lets through, with its leaf's queue in flight.
+			l.c.lastDown[Egress] = l.now
+			l.c.rates[Egress] = 5 * mbit
+			for range 30 {
+				if d := l.deliver(1, 5*mbit, flight, true); d.Changed[Egress] {
+					t.Fatalf("cut for the shaper's own decrease: %+v", d)
+				}
+			}
+		}},
+		{"a meter that paused measures nothing", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			l.now = l.now.Add(time.Second)
+			if d := l.deliver(1, 5*mbit, flight, true); d.Changed[Egress] {
+				t.Fatalf("cut on a read a second after the last: %+v", d)
+			}
+		}},
+		{"no base round trip yet: no cut", noProbes, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			if d := l.deliver(5, 5*mbit, flight, true); d.Changed[Egress] {
+				t.Fatalf("cut without a probe's round trip: %+v", d)
+			}
+		}},
+		{"one-way probes show a queue on the download path: no cut", oneWay, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			// A download's queue: the download's one-way delay 60 ms up,
+			// the upload's not; the acknowledgements slow down.
+			l.now = l.now.Add(time.Millisecond)
+			l.c.SampleOneWay(l.now, 3*time.Millisecond, 77*time.Millisecond, 80*time.Millisecond)
+			if d := l.deliver(5, 5*mbit, flight, true); d.Changed[Egress] {
+				t.Fatalf("cut for the download path's queue: %+v", d)
+			}
+		}},
+		{"one-way probes: their round trip is the base", oneWay, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			if d := l.deliver(2, 5*mbit, flight, true); !d.Changed[Egress] || d.Why[Egress] != "delivery" {
+				t.Fatalf("no cut with one-way probes: %+v", d)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, newFlowLink(t, cfg, tc.probes)) })
+	}
+}

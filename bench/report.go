@@ -37,6 +37,9 @@ type PhaseResult struct {
 	Workloads map[string]workload.Result `json:"workloads"`
 	Errors    []string                   `json:"errors,omitempty"`
 	Link      linkem.Report              `json:"link"` // the emulator's own account
+	// SeriesStart is the emulator's time at the start of Link's Series
+	// (the phase's start, to its 100 ms).
+	SeriesStart time.Duration `json:"series_start_ns,omitempty"`
 	// Collected holds the outputs of the arm's collect commands.
 	Collected []json.RawMessage `json:"collected,omitempty"`
 }
@@ -100,6 +103,11 @@ type ArmSummary struct {
 	P99vsIdle  Stat     `json:"interactive_p99_vs_idle"`
 	Errors     []string `json:"errors,omitempty"`
 	LatenessUs Stat     `json:"emulator_lateness_p99_us"`
+	// RecoveryS is, on a link whose capacity comes back (a step up or an
+	// outage's end, Scenario.Returns), the time until the upload delivers
+	// 90 % of the capacity again over half a second: the worst return of
+	// the phase.
+	RecoveryS Stat `json:"recovery_s"`
 	// lanes' idletime counters, from `lanes status --json` collected at
 	// the end of the phase (over all gates, counted from lanesd's start):
 	// holds of the background, preemptions (foreground arriving while
@@ -290,6 +298,9 @@ func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 func (as *ArmSummary) add(s *Scenario, p, fa *PhaseResult, capacity float64, idle *PhaseResult) {
 	as.Errors = append(as.Errors, p.Errors...)
 	as.LatenessUs.add(float64(max(p.Link.Up.Lateness.P99, p.Link.Down.Lateness.P99)) / 1e3)
+	if r, ok := recovery(s, p, "up"); ok {
+		as.RecoveryS.add(r.Seconds())
+	}
 	fg, fgOK := sumRole(s, p, Foreground)
 	bg, bgOK := sumRole(s, p, Background)
 	if fgOK {
@@ -345,6 +356,64 @@ func (as *ArmSummary) add(s *Scenario, p, fa *PhaseResult, capacity float64, idl
 			}
 		}
 	}
+}
+
+// Recovery constants: the window over which the delivered rate must
+// reach RecoveryShare of the capacity, and the time before a phase's end
+// after which a return is not measured.
+const (
+	RecoveryShare  = 0.9
+	recoveryWindow = 500 * time.Millisecond
+	recoveryTail   = 3 * time.Second
+)
+
+// recovery returns the longest time, over the phase's capacity returns in
+// direction dir, until the link delivered RecoveryShare of its capacity
+// over recoveryWindow; a return never recovered counts until the phase's
+// end. Returns in the phase's first second or its last recoveryTail are
+// left out.
+func recovery(s *Scenario, p *PhaseResult, dir string) (time.Duration, bool) {
+	st := p.Link.Up
+	if dir == "down" {
+		st = p.Link.Down
+	}
+	step := linkem.SeriesStep
+	end := p.SeriesStart + time.Duration(len(st.Series))*step
+	returns := s.Returns(p.Variant, dir, p.SeriesStart+time.Second, end-recoveryTail)
+	if len(returns) == 0 || len(st.Series) == 0 {
+		return 0, false
+	}
+	c, err := s.LinkConfig(p.Variant, dir)
+	if err != nil {
+		return 0, false
+	}
+	capacity := func(from, to time.Duration) float64 { // bytes
+		switch {
+		case c.Trace != nil:
+			return c.Trace.Capacity(from, to) / 8
+		default:
+			return float64(c.Rate) / 8 * (to - from).Seconds()
+		}
+	}
+	win := int(recoveryWindow / step)
+	worst, ok := time.Duration(0), false
+	for _, t := range returns {
+		b := int((t - p.SeriesStart + step - 1) / step) // the first whole bucket after t
+		took := end - t
+		for k := b; k+win <= len(st.Series); k++ {
+			var got uint64
+			for _, x := range st.Series[k : k+win] {
+				got += x
+			}
+			from := p.SeriesStart + time.Duration(k)*step
+			if float64(got) >= RecoveryShare*capacity(from, from+recoveryWindow) {
+				took = max(0, from-t)
+				break
+			}
+		}
+		worst, ok = max(worst, took), true
+	}
+	return worst, ok
 }
 
 // Rewrite reads a results file, summarizes its phases again against its
@@ -437,13 +506,25 @@ func (r *Results) Markdown(w io.Writer, svgName string) {
 			fmtStat(rf.IdleP50ms, "%.1f"), fmtStat(rf.IdleP99ms, "%.1f"))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| variant | arm | fg kept (vs fg alone) | bg share of leftover | fg Mbit/s | bg Mbit/s | fg longest stall ms | interactive p50 ms (× idle) | interactive p99 ms (× idle) | emulator lateness p99 µs |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	recov := false
 	for _, a := range r.Summary {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) | %s |\n", a.Variant, a.Arm,
+		recov = recov || a.RecoveryS.N > 0
+	}
+	head, rule := "", ""
+	if recov {
+		head, rule = fmt.Sprintf(" recovery to %.0f %% s |", RecoveryShare*100), "---|"
+	}
+	fmt.Fprintln(w, "| variant | arm | fg kept (vs fg alone) | bg share of leftover | fg Mbit/s | bg Mbit/s | fg longest stall ms | interactive p50 ms (× idle) | interactive p99 ms (× idle) |"+head+" emulator lateness p99 µs |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|"+rule+"---|")
+	for _, a := range r.Summary {
+		cell := ""
+		if recov {
+			cell = " " + fmtStat(a.RecoveryS, "%.1f") + " |"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) |%s %s |\n", a.Variant, a.Arm,
 			fmtStat(a.FgKept, "%.2f"), fmtStat(a.BgShare, "%.2f"), fmtStat(a.FgMbps, "%.2f"), fmtStat(a.BgMbps, "%.2f"), fmtStat(a.FgStallMs, "%.0f"),
 			fmtStat(a.P50ms, "%.1f"), fmtStat(a.P50vsIdle, "%.1f"), fmtStat(a.P99ms, "%.1f"), fmtStat(a.P99vsIdle, "%.1f"),
-			fmtStat(a.LatenessUs, "%.0f"))
+			cell, fmtStat(a.LatenessUs, "%.0f"))
 	}
 	for _, a := range r.Summary {
 		for _, e := range uniq(a.Errors) {

@@ -6,10 +6,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/workload"
 )
 
@@ -34,6 +36,7 @@ kind = "irtt"
 name = "none"
 [[arm]]
 name = "prio"
+wrap = { bg = ["nice"] }
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -280,5 +283,91 @@ func TestRewrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecovery: returns come from the steps and outages of the spec, and
+// recovery is the time until a 500 ms window delivers 90 % of the
+// capacity.
+func TestRecovery(t *testing.T) {
+	s, err := Parse("t.toml", []byte(`
+name = "t"
+[link.up]
+steps = [["0s", "20mbit"], ["10s", "5mbit"], ["20s", "20mbit"]]
+steps_period = "30s"
+[[variant]]
+name = "step"
+[[variant]]
+name = "outage"
+[variant.up]
+rate = "20mbit"
+down = [["14s", "16s"]]
+[[variant]]
+name = "flat"
+[variant.up]
+rate = "20mbit"
+[[workload]]
+name = "fg"
+role = "foreground"
+kind = "iperf3"
+[[arm]]
+name = "none"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := time.Second
+	for _, c := range []struct {
+		variant  string
+		from, to time.Duration
+		want     []time.Duration
+	}{
+		{"step", 0, 65 * sec, []time.Duration{20 * sec, 50 * sec}},
+		{"step", sec, 25 * sec, []time.Duration{20 * sec}},
+		{"outage", 0, 60 * sec, []time.Duration{16 * sec}},
+		{"flat", 0, 60 * sec, nil},
+	} {
+		if got := s.Returns(c.variant, "up", c.from, c.to); !slices.Equal(got, c.want) {
+			t.Errorf("%s: returns in [%v, %v) = %v, want %v", c.variant, c.from, c.to, got, c.want)
+		}
+	}
+	// A phase from 1.5 s to 28.5 s on the emulator's clock: the link
+	// delivers its capacity, except for ramp after 20 s at 10 Mbit/s.
+	series := func(ramp time.Duration) []uint64 {
+		var out []uint64
+		for at := 1500 * time.Millisecond; at < 28500*time.Millisecond; at += linkem.SeriesStep {
+			r := 20e6
+			switch {
+			case at >= 10*sec && at < 20*sec:
+				r = 5e6
+			case at >= 20*sec && at < 20*sec+ramp:
+				r = 10e6
+			}
+			out = append(out, uint64(r/8*linkem.SeriesStep.Seconds()))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		ramp time.Duration
+		want time.Duration
+	}{
+		{0, 0},
+		{2 * sec, 2 * sec},
+		{30 * sec, 8500 * time.Millisecond}, // never: the phase's end
+	} {
+		p := PhaseResult{Variant: "step", Phase: PhaseMixed, SeriesStart: 1500 * time.Millisecond}
+		p.Link.Up.Series = series(c.ramp)
+		got, ok := recovery(s, &p, "up")
+		if !ok {
+			t.Fatalf("ramp %v: no recovery measured", c.ramp)
+		}
+		// Windows are whole 100 ms buckets: a 500 ms window reaches 90 %
+		// up to 50 ms before the ramp ends.
+		if d := got - c.want; d < -100*time.Millisecond || d > 100*time.Millisecond {
+			t.Errorf("ramp %v: recovery %v, want %v", c.ramp, got, c.want)
+		}
+	}
+	if _, ok := recovery(s, &PhaseResult{Variant: "flat", Link: linkem.Report{Up: linkem.DirStats{Series: series(0)}}}, "up"); ok {
+		t.Error("a flat link has no returns, but recovery was measured")
 	}
 }

@@ -491,7 +491,14 @@ func (r *runner) phase(ctx context.Context, b *bed, p PhaseResult, idx []int,
 	run := func(i int, d time.Duration) {
 		defer wg.Done()
 		w := r.s.Workloads[i]
-		w.Spec = r.s.WorkloadFor(p.Variant, w.Spec)
+		if !w.KeepCC {
+			w.Spec = r.s.WorkloadFor(p.Variant, w.Spec)
+		}
+		if a := r.s.arm(p.Arm); a != nil {
+			if cc, ok := a.CC[w.Spec.Name]; ok {
+				w.Spec.CC = cc
+			}
+		}
 		if w.Role == Background {
 			w.Spec.Warmup = lead // measured over the others' window
 		}
@@ -528,6 +535,13 @@ func (r *runner) phase(ctx context.Context, b *bed, p PhaseResult, idx []int,
 	p.Seconds = time.Since(p.Start).Seconds()
 	after := b.ems[0].Stats()
 	p.Link = linkem.Report{Up: delta(before.Up, after.Up), Down: delta(before.Down, after.Down)}
+	// The throughput series from the phase's start on, on the emulator's
+	// clock (the one its steps and outages count on).
+	first := int(p.Start.Sub(b.ems[0].Started()) / linkem.SeriesStep)
+	p.SeriesStart = time.Duration(first) * linkem.SeriesStep
+	for _, st := range []*linkem.DirStats{&p.Link.Up, &p.Link.Down} {
+		st.Series = st.Series[min(first, len(st.Series)):]
+	}
 	sort.Strings(p.Errors)
 	return p
 }
@@ -723,6 +737,13 @@ func describeLink(l LinkSpec) string {
 	}
 	if l.Rate != "" {
 		p = append(p, l.Rate)
+	}
+	if len(l.Steps) > 0 {
+		var st []string
+		for _, x := range l.Steps {
+			st = append(st, x[1]+" from "+x[0])
+		}
+		p = append(p, fmt.Sprintf("steps %s, every %s", strings.Join(st, ", "), l.StepsPeriod))
 	}
 	if l.Delay != "" {
 		p = append(p, "delay "+l.Delay)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -89,17 +91,22 @@ type Matrix struct {
 
 // LinkSpec is one direction of the emulated link as written in a file.
 type LinkSpec struct {
-	Rate         string      `toml:"rate"`
-	Delay        string      `toml:"delay"`
-	QueuePackets int         `toml:"queue_packets"`
-	QueueBytes   int         `toml:"queue_bytes"`
-	Loss         float64     `toml:"loss"`
-	Trace        string      `toml:"trace"`
-	Burst        *BurstSpec  `toml:"burst"`
-	Down         [][2]string `toml:"down"`        // fixed outages [start, end)
-	DownPeriod   string      `toml:"down_period"` // repeat the outages
-	OnOff        *OnOffSpec  `toml:"onoff"`
-	Seed         uint64      `toml:"seed"`
+	Rate         string  `toml:"rate"`
+	Delay        string  `toml:"delay"`
+	QueuePackets int     `toml:"queue_packets"`
+	QueueBytes   int     `toml:"queue_bytes"`
+	Loss         float64 `toml:"loss"`
+	Trace        string  `toml:"trace"`
+	// Steps, instead of Rate or Trace, changes the rate at times: each
+	// is ["10s", "5mbit"], from that time (counted from the emulator's
+	// start) until the next step; the whole repeats every StepsPeriod.
+	Steps       [][2]string `toml:"steps"`
+	StepsPeriod string      `toml:"steps_period"`
+	Burst       *BurstSpec  `toml:"burst"`
+	Down        [][2]string `toml:"down"`        // fixed outages [start, end)
+	DownPeriod  string      `toml:"down_period"` // repeat the outages
+	OnOff       *OnOffSpec  `toml:"onoff"`
+	Seed        uint64      `toml:"seed"`
 }
 
 // BurstSpec is Gilbert–Elliott loss.
@@ -237,6 +244,9 @@ func (s *Scenario) WorkloadFor(variant string, w workload.Spec) workload.Spec {
 type Work struct {
 	Role string
 	Spec workload.Spec
+	// KeepCC keeps the workload's own congestion control (none given: the
+	// system's, as a program that does not choose) in every variant.
+	KeepCC bool
 }
 
 // Command is a command run in one of the topology's namespaces ("src",
@@ -264,6 +274,28 @@ type Arm struct {
 	// services stop (e.g. `lanes status --json`); their output is kept
 	// with the phase, and lanes' idletime counters are read from it.
 	Collect []Command
+	// CC maps a TCP workload's name to the congestion control it uses in
+	// this arm's mixed phases, over the variant's and keep_cc (e.g. a
+	// background that is cubic in a baseline arm, where a network
+	// namespace can default only to what the host allows).
+	CC map[string]string
+}
+
+// sameRun reports whether a and b run the same: the same commands, wraps
+// and congestion controls (names, descriptions and teardowns aside).
+func (a Arm) sameRun(b Arm) bool {
+	return slices.Equal(a.Setup, b.Setup) && slices.Equal(a.Services, b.Services) && a.SweepPI == b.SweepPI &&
+		maps.EqualFunc(a.Wrap, b.Wrap, slices.Equal) && maps.Equal(a.CC, b.CC)
+}
+
+// arm returns the arm named name, or nil.
+func (s *Scenario) arm(name string) *Arm {
+	for i := range s.Arms {
+		if s.Arms[i].Name == name {
+			return &s.Arms[i]
+		}
+	}
+	return nil
 }
 
 type fileScenario struct {
@@ -318,6 +350,7 @@ type fileWorkload struct {
 	Period      string   `toml:"period"`
 	SndBuf      int      `toml:"sndbuf"`
 	Args        []string `toml:"args"`
+	KeepCC      bool     `toml:"keep_cc"`
 }
 
 type fileArm struct {
@@ -329,6 +362,7 @@ type fileArm struct {
 	Wrap        map[string][]string `toml:"wrap"`
 	SweepPI     bool                `toml:"pi_sweep"`
 	Collect     []Command           `toml:"collect"`
+	CC          map[string]string   `toml:"cc"`
 }
 
 // Load reads and validates a scenario file.
@@ -454,7 +488,7 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 		if err := spec.Validate(); err != nil {
 			return nil, err
 		}
-		s.Workloads = append(s.Workloads, Work{Role: w.Role, Spec: spec})
+		s.Workloads = append(s.Workloads, Work{Role: w.Role, Spec: spec, KeepCC: w.KeepCC})
 	}
 	if len(s.Workloads) == 0 {
 		return nil, errors.New("no [[workload]]")
@@ -473,13 +507,27 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 				return nil, fmt.Errorf("arm %s: wrap for %s is empty", a.Name, w)
 			}
 		}
+		for w, cc := range a.CC {
+			if !names[w] {
+				return nil, fmt.Errorf("arm %s: cc names unknown workload %q", a.Name, w)
+			}
+			if !ccRE.MatchString(cc) {
+				return nil, fmt.Errorf("arm %s: cc %q for %s: want a congestion control name (cubic, bbr)", a.Name, cc, w)
+			}
+		}
 		for _, c := range append(append(append(append([]Command(nil), a.Setup...), a.Teardown...), a.Services...), a.Collect...) {
 			if !validNS(c.NS, s.Paths) {
 				return nil, fmt.Errorf("arm %s: namespace %q: want src, dst, rtr or rtr0..rtr%d", a.Name, c.NS, s.Paths-1)
 			}
 		}
-		s.Arms = append(s.Arms, Arm{Name: a.Name, Description: a.Description, Setup: a.Setup,
-			Teardown: a.Teardown, Services: a.Services, Wrap: a.Wrap, SweepPI: a.SweepPI, Collect: a.Collect})
+		arm := Arm{Name: a.Name, Description: a.Description, Setup: a.Setup,
+			Teardown: a.Teardown, Services: a.Services, Wrap: a.Wrap, SweepPI: a.SweepPI, Collect: a.Collect, CC: a.CC}
+		for _, b := range s.Arms {
+			if b.sameRun(arm) {
+				return nil, fmt.Errorf("arm %s runs exactly what arm %s runs (setup, services, wrap and cc): it would measure nothing new", a.Name, b.Name)
+			}
+		}
+		s.Arms = append(s.Arms, arm)
 	}
 	if len(s.Arms) == 0 {
 		return nil, errors.New("no [[arm]]")
@@ -664,10 +712,16 @@ func (s *Scenario) VariantNames() []string {
 // merge overlays the fields set in o onto l.
 func merge(l, o LinkSpec) LinkSpec {
 	if o.Rate != "" {
-		l.Rate, l.Trace = o.Rate, ""
+		l.Rate, l.Trace, l.Steps, l.StepsPeriod = o.Rate, "", nil, ""
 	}
 	if o.Trace != "" {
-		l.Trace, l.Rate = o.Trace, ""
+		l.Trace, l.Rate, l.Steps, l.StepsPeriod = o.Trace, "", nil, ""
+	}
+	if o.Steps != nil {
+		l.Steps, l.Rate, l.Trace = o.Steps, "", ""
+	}
+	if o.StepsPeriod != "" {
+		l.StepsPeriod = o.StepsPeriod
 	}
 	if o.Delay != "" {
 		l.Delay = o.Delay
@@ -747,6 +801,11 @@ func (s *Scenario) LinkConfig(variant, dir string) (linkem.Config, error) {
 			return c, fmt.Errorf("%s: %w", where, err)
 		}
 	}
+	if len(l.Steps) > 0 {
+		if c.Trace, err = l.stepTrace(where); err != nil {
+			return c, err
+		}
+	}
 	if c.Delay, err = dur(where+" delay", l.Delay, 0); err != nil {
 		return c, err
 	}
@@ -791,6 +850,91 @@ func (s *Scenario) LinkConfig(variant, dir string) (linkem.Config, error) {
 		return c, fmt.Errorf("%s: %w", where, err)
 	}
 	return c, nil
+}
+
+// steps parses the link's rate steps and their period.
+func (l LinkSpec) steps(where string) ([]linkem.Step, time.Duration, error) {
+	if l.Rate != "" || l.Trace != "" {
+		return nil, 0, fmt.Errorf("%s: steps replace rate and trace: set one of the three", where)
+	}
+	period, err := dur(where+" steps_period", l.StepsPeriod, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	if period <= 0 {
+		return nil, 0, fmt.Errorf("%s: steps need steps_period (the time after which they repeat)", where)
+	}
+	var steps []linkem.Step
+	for _, st := range l.Steps {
+		at, err := dur(where+" steps", st[0], 0)
+		if err != nil {
+			return nil, 0, err
+		}
+		r, err := rate.Parse(st[1])
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: steps: %q: %w", where, st[1], err)
+		}
+		steps = append(steps, linkem.Step{At: at, Rate: r})
+	}
+	return steps, period, nil
+}
+
+func (l LinkSpec) stepTrace(where string) (*linkem.Trace, error) {
+	steps, period, err := l.steps(where)
+	if err != nil {
+		return nil, err
+	}
+	t, err := linkem.StepTrace(where+" steps", steps, period)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return t, nil
+}
+
+// Returns lists the times, from the emulator's start and in [from, to),
+// at which a variant's link in direction dir gets its capacity back: each
+// step up of its steps and the end of each fixed outage. Recovery is
+// measured from these (ArmSummary.RecoveryS); recorded traces and random
+// on/off schedules have none.
+func (s *Scenario) Returns(variant, dir string, from, to time.Duration) []time.Duration {
+	l := s.LinkSpecFor(variant, dir)
+	var out []time.Duration
+	add := func(at, period time.Duration) {
+		if period <= 0 {
+			if at >= from && at < to {
+				out = append(out, at)
+			}
+			return
+		}
+		for t := at + time.Duration(max(0, int64((from-at)/period)))*period; t < to; t += period {
+			if t >= from {
+				out = append(out, t)
+			}
+		}
+	}
+	if len(l.Steps) > 0 {
+		if steps, period, err := l.steps(""); err == nil {
+			for i, st := range steps {
+				prev := steps[len(steps)-1] // the period wraps around
+				if i > 0 {
+					prev = steps[i-1]
+				}
+				if st.Rate > prev.Rate && (i > 0 || len(steps) > 1) {
+					add(st.At, period)
+				}
+			}
+		}
+	}
+	// The outages' ends, from the spec (LinkConfig would load the trace).
+	if period, err := dur("", l.DownPeriod, 0); err == nil {
+		for _, iv := range l.Down {
+			if end, err := dur("", iv[1], 0); err == nil {
+				add(end, period)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 func (s *Scenario) loadTrace(name string) (*linkem.Trace, error) {

@@ -5,11 +5,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/lanes-qos/lanes/autorate"
 	"github.com/lanes-qos/lanes/idletime"
+	"github.com/lanes-qos/lanes/internal/rate"
 )
 
 //go:embed default.toml
@@ -126,10 +130,10 @@ type fileConfig struct {
 	Net     *fileNetGlobal       `toml:"net"`
 	Disk    *fileDiskGlobal      `toml:"disk"`
 	Lanes   map[string]*fileLane `toml:"lanes"`
-	Rule    []fileRule           `toml:"rule"`
+	Rule    []fileRule           `toml:"rule,omitempty"`
 	Bridge  *fileBridge          `toml:"bridge"`
 	// Controller: see controller.go.
-	Controller []fileController `toml:"controller"`
+	Controller []fileController `toml:"controller,omitempty"`
 	Events     *fileEvents      `toml:"events"`
 	Monitor    *fileMonitor     `toml:"monitor"`
 }
@@ -138,6 +142,7 @@ type fileDaemon struct {
 	Socket    *string `toml:"socket"`
 	StateDir  *string `toml:"state_dir"`
 	SocketGID *int    `toml:"socket_gid"`
+	Metrics   *string `toml:"metrics"`
 }
 
 type fileNetGlobal struct {
@@ -236,15 +241,43 @@ type validator struct {
 	source string
 	pos    keyPositions
 	errs   []error
+	warns  []*FieldError
+	// shaping lists the keys the file set that only the shaper uses
+	// (a lane's net.rate, ceil, priority, ...): without [net] rate they
+	// do nothing, which is a warning.
+	shaping []string
 }
 
 func (v *validator) add(key, format string, args ...any) {
 	v.errs = append(v.errs, &FieldError{Source: v.source, Line: v.pos.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
+// warn records what the config says that does not do what it reads as:
+// it loads, and lanes config check, lanesd's log and lanes status say so.
+func (v *validator) warn(key, format string, args ...any) {
+	v.warns = append(v.warns, &FieldError{Source: v.source, Line: v.pos.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// parseRate parses a rate at key, warning when it is written in bytes
+// per second ("20Mbps" is 160 Mbit/s).
+func (v *validator) parseRate(key, s string) (uint64, error) {
+	r, err := ParseRate(s)
+	if err == nil {
+		if note := rate.ByteUnitNote(s); note != "" {
+			v.warn(key, "%s", note)
+		}
+	}
+	return r, err
+}
+
+// utf8BOM is the byte-order mark some Windows editors put at the start of
+// a UTF-8 file; TOML does not allow it, lanes skips it.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // parse decodes data and merges it over base (nil: no base, data must be
 // complete, as the embedded defaults are).
 func parse(source string, data []byte, base *Config) (*Config, error) {
+	data = bytes.TrimPrefix(data, utf8BOM)
 	v := &validator{source: source, pos: indexKeys(data)}
 	var f fileConfig
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
@@ -356,11 +389,20 @@ func parse(source string, data []byte, base *Config) (*Config, error) {
 		}
 	}
 	v.controllers(c, f.Controller)
+	if c.Net.Rate == 0 && c.Net.Auto == nil && base != nil { // the embedded defaults set them for when a rate is given
+		for _, k := range v.shaping {
+			v.warn(k, "does nothing: no interface is shaped without [net] rate (set it a little below the link's rate, or to \"auto\"); without it a lane's network setting is its net.cc and marking only")
+		}
+	}
 	if len(v.errs) > 0 {
 		slices.SortStableFunc(v.errs, func(a, b error) int {
 			return lineOf(a) - lineOf(b)
 		})
 		return nil, errors.Join(v.errs...)
+	}
+	slices.SortStableFunc(v.warns, func(a, b *FieldError) int { return a.Line - b.Line })
+	for _, w := range v.warns {
+		c.Warnings = append(c.Warnings, w.Error())
 	}
 	return c, nil
 }
@@ -387,6 +429,38 @@ func (v *validator) daemon(d *Daemon, fd *fileDaemon) {
 			v.add("daemon.socket_gid", "%d is not a group id (or -1 for none)", d.SocketGID)
 		}
 	}
+	if fd.Metrics != nil {
+		d.Metrics = *fd.Metrics
+		if err := checkMetricsAddr(d.Metrics); err != nil {
+			v.add("daemon.metrics", "%q: %v", d.Metrics, err)
+		}
+	}
+}
+
+// checkMetricsAddr accepts "" (off), "unix:/absolute/path" and
+// "host:port" with a numeric port (1..65535; the host may be empty for
+// every address).
+func checkMetricsAddr(a string) error {
+	if a == "" {
+		return nil
+	}
+	if path, ok := strings.CutPrefix(a, "unix:"); ok {
+		if !strings.HasPrefix(path, "/") {
+			return errors.New("a Unix socket needs an absolute path (unix:/run/lanes/metrics.sock)")
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return errors.New("not host:port (127.0.0.1:9469) or unix:/path")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
+		return fmt.Errorf("host %q is not an IP address or localhost", host)
+	}
+	return nil
 }
 
 func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
@@ -405,7 +479,7 @@ func (v *validator) netGlobal(n *NetGlobal, fn *fileNetGlobal) {
 		if *fn.Rate == "auto" {
 			n.Auto = v.netAuto(n, fn.Auto, fn.Ingress != nil && *fn.Ingress)
 		} else {
-			r, err := ParseRate(*fn.Rate)
+			r, err := v.parseRate("net.rate", *fn.Rate)
 			if err != nil {
 				v.add("net.rate", "%v (or \"auto\")", err)
 			}
@@ -545,8 +619,8 @@ func (v *validator) rateRange(key, s string) (lo, hi uint64, ok bool) {
 		v.add(key, "%q is not a range: want min..max, e.g. \"1mbit..20mbit\"", s)
 		return 0, 0, false
 	}
-	lo, err1 := ParseRate(strings.TrimSpace(a))
-	hi, err2 := ParseRate(strings.TrimSpace(b))
+	lo, err1 := v.parseRate(key, strings.TrimSpace(a))
+	hi, err2 := v.parseRate(key, strings.TrimSpace(b))
 	switch {
 	case err1 != nil:
 		v.add(key, "minimum: %v", err1)
@@ -583,6 +657,7 @@ func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 	}
 	if fd.Devices != nil {
 		d.Devices = slices.Clone(fd.Devices)
+		d.DevicesLine = v.pos.line("disk.idletime.devices")
 		for _, dev := range d.Devices {
 			if !strings.HasPrefix(dev, "/dev/") || strings.ContainsAny(dev, " \t\n") {
 				v.add("disk.idletime.devices", "%q is not a block device path (want e.g. \"/dev/sda\")", dev)
@@ -592,6 +667,30 @@ func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 	if !d.PI.Off() && len(d.Devices) == 0 {
 		v.add("disk.idletime.devices", "name the block devices to hold background I/O on (e.g. [\"/dev/sda\"]) when pi is set")
 	}
+}
+
+// CheckHost checks what the config names on this host, which Parse does
+// not (a file may be checked on another machine): each disk.idletime
+// device exists and is a block device. The errors name the file and line,
+// as Parse's do.
+func (c *Config) CheckHost() error {
+	var errs []error
+	for _, dev := range c.DiskIdle.Devices {
+		fi, err := os.Stat(dev)
+		var msg string
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			msg = "no such device on this host"
+		case err != nil:
+			msg = err.Error()
+		case fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0:
+			msg = "not a block device"
+		default:
+			continue
+		}
+		errs = append(errs, &FieldError{Source: c.Source, Line: c.DiskIdle.DevicesLine, Key: "disk.idletime.devices", Msg: fmt.Sprintf("%s: %s", dev, msg)})
+	}
+	return errors.Join(errs...)
 }
 
 // ParsePI parses a preemption interval as config files write it: "off"
@@ -709,6 +808,15 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 		}
 	}
 	if n := fl.Net; n != nil {
+		for _, k := range []struct {
+			name string
+			set  bool
+		}{{"priority", n.Priority != nil}, {"rate", n.Rate != nil}, {"ceil", n.Ceil != nil}, {"borrow", n.Borrow != nil},
+			{"idletime", n.Idletime != nil}, {"preempts", n.Preempts != nil}, {"target", n.Target != nil}} {
+			if k.set {
+				v.shaping = append(v.shaping, key+".net."+k.name)
+			}
+		}
 		if n.Priority != nil {
 			l.Net.Priority = *n.Priority
 			if l.Net.Priority < 0 || l.Net.Priority > 7 {
@@ -717,7 +825,7 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 		}
 		rateOK, ceilOK := true, true
 		if n.Rate != nil {
-			r, err := ParseRate(*n.Rate)
+			r, err := v.parseRate(key+".net.rate", *n.Rate)
 			if err != nil {
 				v.add(key+".net.rate", "%v", err)
 				rateOK = false
@@ -725,7 +833,7 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 			l.Net.Rate = r
 		}
 		if n.Ceil != nil {
-			r, err := ParseRate(*n.Ceil)
+			r, err := v.parseRate(key+".net.ceil", *n.Ceil)
 			if err != nil {
 				v.add(key+".net.ceil", "%v", err)
 				ceilOK = false

@@ -264,6 +264,11 @@ func TestParseErrors(t *testing.T) {
 		{"rule as a plain table", "\n[rule]\nlane = \"normal\"\ncomm = \"x\"\n", []string{"lanes.toml:2: rule: write rules as [[rule]], an array of tables"}},
 		{"gid too large", "[daemon]\nsocket_gid = 5000000000\n", []string{"lanes.toml:2: daemon.socket_gid: 5000000000 is not a group id (or -1 for none)"}},
 		{"relative socket", "[daemon]\nsocket = \"lanes.sock\"\n", []string{`lanes.toml:2: daemon.socket: "lanes.sock" is not an absolute path`}},
+		{"metrics no port", "[daemon]\nmetrics = \"127.0.0.1\"\n", []string{`lanes.toml:2: daemon.metrics: "127.0.0.1": not host:port (127.0.0.1:9469) or unix:/path`}},
+		{"metrics port zero", "[daemon]\nmetrics = \"127.0.0.1:0\"\n", []string{`lanes.toml:2: daemon.metrics: "127.0.0.1:0": port "0" is not a number from 1 to 65535`}},
+		{"metrics port name", "[daemon]\nmetrics = \":http\"\n", []string{`lanes.toml:2: daemon.metrics: ":http": port "http" is not a number`}},
+		{"metrics host name", "[daemon]\nmetrics = \"example.org:9469\"\n", []string{`lanes.toml:2: daemon.metrics: "example.org:9469": host "example.org" is not an IP address or localhost`}},
+		{"metrics relative unix", "[daemon]\nmetrics = \"unix:metrics.sock\"\n", []string{`lanes.toml:2: daemon.metrics: "unix:metrics.sock": a Unix socket needs an absolute path`}},
 		{"events history negative", "[events]\nhistory = -1\n", []string{"lanes.toml:2: events.history: -1 is outside 0..10000000"}},
 		{"events retention junk", "[events]\nretention = \"a day\"\n", []string{`lanes.toml:2: events.retention: invalid duration "a day"`}},
 		{"events retention negative", "[events]\n\nretention = \"-1h\"\n", []string{"lanes.toml:3: events.retention: -1h0m0s is negative"}},
@@ -338,13 +343,35 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Lane{Name: "video", CPU: CPU{Weight: 400, CapPercent: 50}, Disk: Disk{Class: IOBestEffort, Level: 2, Weight: 200},
-		Net: Net{Priority: 2, Rate: 8_000_000, Ceil: 12_000_000, Borrow: true, Target: 5 * time.Millisecond,
-			Ports: []PortRule{{Proto: ProtoUDP, Lo: 8801, Hi: 8810}, {Lo: 3478, Hi: 3478}}}, Line: video.Line}
+		Net: Net{Priority: 1}, Line: video.Line}
 	if !reflect.DeepEqual(*video, want) || video.Line == 0 {
 		t.Errorf("video lane %+v, want %+v", *video, want)
 	}
-	if c.Net.Rate != 20_000_000 || len(c.Rules) != 6 {
-		t.Errorf("net %+v, %d rules", c.Net, len(c.Rules))
+	// Copied as is, the example shapes nothing (a fixed rate would cap a
+	// faster link) and warns about nothing.
+	if c.Net.Rate != 0 || c.Net.Auto != nil || len(c.Rules) != 6 || len(c.Warnings) != 0 {
+		t.Errorf("net %+v, %d rules, warnings %q", c.Net, len(c.Rules), c.Warnings)
+	}
+	// Its commented network settings parse once uncommented.
+	b, err := os.ReadFile("../docs/example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "#"); ok && (strings.HasPrefix(rest, "[net") || strings.HasPrefix(rest, "net") ||
+			strings.HasPrefix(rest, "interfaces") || strings.HasPrefix(rest, "rate") || strings.HasPrefix(rest, "ingress") || strings.HasPrefix(rest, "pi ")) {
+			l = rest
+		}
+		lines = append(lines, l)
+	}
+	shaped, err := Parse("example.toml", []byte(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatalf("the example with its network lines uncommented: %v", err)
+	}
+	v, _ := shaped.Lane("video")
+	if shaped.Net.Rate != 20_000_000 || v.Net.Rate != 8_000_000 || v.Net.Ceil != 12_000_000 || v.Net.Target != 5*time.Millisecond || len(v.Net.Ports) != 2 || len(shaped.Warnings) != 0 {
+		t.Errorf("uncommented: net %+v, video %+v, warnings %q", shaped.Net, v.Net, shaped.Warnings)
 	}
 	if l, _ := c.Match(Process{Exe: "/usr/bin/rsync", Comm: "rsync"}); l != Background {
 		t.Errorf("rsync goes to %q, want background", l)
@@ -620,5 +647,93 @@ func TestAutoRateConfig(t *testing.T) {
 	}
 	if d, err := Parse("t.toml", []byte("[net]\nrate = \"20mbit\"\n")); err != nil || d.Net.Auto != nil {
 		t.Errorf("a fixed rate: Auto %v, err %v", d.Net.Auto, err)
+	}
+}
+
+func TestMetricsAddr(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:9469", "[::1]:9469", ":9469", "localhost:9469", "unix:/run/lanes/metrics.sock", ""} {
+		c, err := Parse("lanes.toml", []byte("[daemon]\nmetrics = \""+addr+"\"\n"))
+		if err != nil {
+			t.Errorf("metrics = %q: %v", addr, err)
+			continue
+		}
+		if c.Daemon.Metrics != addr {
+			t.Errorf("metrics = %q: parsed %q", addr, c.Daemon.Metrics)
+		}
+	}
+	if c := Default(); c.Daemon.Metrics != "" {
+		t.Errorf("default metrics %q, want off", c.Daemon.Metrics)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name, file string
+		want       []string
+	}{
+		{"none", "[net]\nrate = \"20mbit\"\n[lanes.video]\nnet.rate = \"2mbit\"\n", nil},
+		{"bytes per second", "[net]\nrate = \"20Mbps\"\n", []string{`lanes.toml:2: net.rate: "20Mbps" is 20 megabytes per second (bps units count bytes, as in tc), that is 160mbit; write "20mbit" for megabits per second`}},
+		{"lane ceil in bytes", "[net]\nrate = \"100mbit\"\n[lanes.video]\nnet = { rate = \"1mbit\", ceil = \"2MBps\", borrow = true }\n", []string{`lanes.toml:4: lanes.video.net.ceil: "2MBps" is 2 megabytes per second`}},
+		{"auto range in bytes", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..2mbps\"\nreflector = \"198.18.0.1\"\n", []string{`lanes.toml:4: net.auto.upload: "2mbps" is 2 megabytes per second`}},
+		{"shaping without a rate", "[lanes.video]\nnet = { priority = 2, rate = \"2mbit\" }\n", []string{
+			"lanes.toml:2: lanes.video.net.priority: does nothing: no interface is shaped without [net] rate",
+			"lanes.toml:2: lanes.video.net.rate: does nothing"}},
+		{"built-in tuned without a rate", "\n[lanes.background]\nnet.idletime = false\n", []string{"lanes.toml:3: lanes.background.net.idletime: does nothing"}},
+		{"cc without a rate is per socket", "[lanes.video]\nnet.cc = \"ledbat\"\n", nil},
+		{"shaping with auto", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\n[lanes.video]\nnet.priority = 2\n", nil},
+		{"byte-order mark", "\xef\xbb\xbf[net]\nrate = \"8Kbps\"\n", []string{`lanes.toml:2: net.rate: "8Kbps" is 8 kilobytes per second`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("lanes.toml", []byte(tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Warnings) != len(tt.want) {
+				t.Fatalf("warnings %q, want %d like %q", c.Warnings, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(c.Warnings[i], w) {
+					t.Errorf("warning %d: %q, want it to start %q", i, c.Warnings[i], w)
+				}
+			}
+		})
+	}
+	if w := Default().Warnings; len(w) != 0 {
+		t.Errorf("the embedded defaults warn: %q", w)
+	}
+}
+
+func TestCheckHost(t *testing.T) {
+	tests := []struct {
+		name, devices, want string
+	}{
+		{"missing", `"/dev/lanes-no-such-disk"`, "lanes.toml:3: disk.idletime.devices: /dev/lanes-no-such-disk: no such device on this host"},
+		{"character device", `"/dev/null"`, "lanes.toml:3: disk.idletime.devices: /dev/null: not a block device"},
+		{"none", `[]`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pi := "\"10ms\""
+			if tt.devices == "[]" {
+				pi = "\"off\""
+			} else {
+				tt.devices = "[" + tt.devices + "]"
+			}
+			c, err := Parse("lanes.toml", []byte("[disk.idletime]\npi = "+pi+"\ndevices = "+tt.devices+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.CheckHost()
+			if tt.want == "" {
+				if err != nil {
+					t.Errorf("CheckHost: %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("CheckHost: %v, want %q", err, tt.want)
+			}
+		})
 	}
 }

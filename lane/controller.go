@@ -410,7 +410,7 @@ func (v *validator) actuator(c *Config, l *Lane, law control.Law, key string, fa
 				v.add(key+"."+k, "got string %q, want a number", x)
 				return 0, false
 			}
-			r, err := ParseRate(x)
+			r, err := v.parseRate(key+"."+k, x)
 			if err != nil {
 				v.add(key+"."+k, "%v", err)
 				return 0, false

@@ -29,7 +29,7 @@ func TestConfigDocCoversEveryKey(t *testing.T) {
 				walk(prefix, f.Type)
 				continue
 			}
-			name := f.Tag.Get("toml")
+			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",") // the key, without options (omitempty)
 			keys = append(keys, prefix+name)
 			walk(prefix+name+".", f.Type)
 		}

@@ -47,6 +47,10 @@ type Config struct {
 	// Monitor is the lane monitors' poll period, report interval and
 	// thresholds ([monitor]).
 	Monitor Monitor
+	// Warnings are what the file says that does not do what it reads as
+	// ("file:line: key: why"), in line order: a rate in bytes per second,
+	// a lane's shaping setting with nothing shaped. The config loads.
+	Warnings []string
 }
 
 // Daemon holds lanesd's own settings.
@@ -54,6 +58,9 @@ type Daemon struct {
 	Socket    string // Unix socket path of the local API
 	StateDir  string // where the state database lives
 	SocketGID int    // group that may connect (-1: root only plus mode 0666 auth by peer cred)
+	// Metrics is where the Prometheus endpoint listens: "host:port" or
+	// "unix:/path"; "" (the default) serves none.
+	Metrics string
 }
 
 // Lane is a named class of service.
@@ -260,8 +267,10 @@ type DiskIdletime struct {
 	// PI is as NetIdletime.PI; never idletime.Auto (no RTT on a disk).
 	PI idletime.Policy
 	// Devices are the block devices (/dev/sda) to manage; required when
-	// PI is on.
-	Devices []string
+	// PI is on. DevicesLine is the line that names them (0: not from a
+	// file), for CheckHost's errors.
+	Devices     []string
+	DevicesLine int
 }
 
 // Rule puts processes into a lane. All non-empty match fields must match.

@@ -11,7 +11,7 @@ import (
 type fileMonitor struct {
 	Period    *string         `toml:"period"`
 	Report    *string         `toml:"report"`
-	Threshold []fileThreshold `toml:"threshold"`
+	Threshold []fileThreshold `toml:"threshold,omitempty"`
 }
 
 type fileThreshold struct {

@@ -26,7 +26,8 @@ const (
 
 // LoadConfig returns the config at path; with path empty, the one at
 // ConfigFile if that exists, else the embedded defaults. It also returns
-// the file actually read ("" for the embedded defaults).
+// the file actually read ("" for the embedded defaults). A file is also
+// checked against this host (lane.Config.CheckHost).
 func LoadConfig(path string) (*lane.Config, string, error) {
 	if path == "" {
 		if _, err := os.Stat(ConfigFile); errors.Is(err, fs.ErrNotExist) {
@@ -37,6 +38,9 @@ func LoadConfig(path string) (*lane.Config, string, error) {
 		path = ConfigFile
 	}
 	cfg, err := lane.Load(path)
+	if err == nil {
+		err = cfg.CheckHost()
+	}
 	if err != nil {
 		return nil, path, err
 	}

@@ -71,3 +71,22 @@ func Format(bps uint64) string {
 	}
 	return strconv.FormatUint(bps, 10) + "bit"
 }
+
+// ByteUnitNote explains a rate written in a bytes-per-second unit (bps,
+// kbps, mbps, ...), which Parse reads as tc does, as bytes: "20Mbps" is
+// 160 Mbit/s, eight times what most people writing it mean. It returns ""
+// for bit units and for strings Parse does not accept.
+func ByteUnitNote(s string) string {
+	m := rateRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
+	if m == nil || !strings.HasSuffix(m[2], "bps") {
+		return ""
+	}
+	bps, err := Parse(s)
+	if err != nil {
+		return ""
+	}
+	bits := strings.TrimSuffix(m[2], "ps") + "it" // mbps -> mbit
+	prefix := map[string]string{"bit": "", "kbit": "kilo", "mbit": "mega", "gbit": "giga", "tbit": "tera"}[bits]
+	return fmt.Sprintf("%q is %s %sbytes per second (bps units count bytes, as in tc), that is %s; write %q for %sbits per second",
+		s, m[1], prefix, Format(bps), m[1]+bits, prefix)
+}

@@ -75,3 +75,19 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestByteUnitNote(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"20Mbps", `"20Mbps" is 20 megabytes per second (bps units count bytes, as in tc), that is 160mbit; write "20mbit" for megabits per second`},
+		{"1.5kbps", `"1.5kbps" is 1.5 kilobytes per second (bps units count bytes, as in tc), that is 12kbit; write "1.5kbit" for kilobits per second`},
+		{"100bps", `"100bps" is 100 bytes per second (bps units count bytes, as in tc), that is 800bit; write "100bit" for bits per second`},
+		{"20mbit", ""},
+		{"100000", ""},
+		{"20 furlongs", ""},
+	}
+	for _, tt := range tests {
+		if got := ByteUnitNote(tt.in); got != tt.want {
+			t.Errorf("ByteUnitNote(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -145,6 +145,9 @@ func (e *Engine) Mechanisms() []features.Mechanism {
 		grouping.Backend = "cgroup v1 only (" + e.H.CPURoot + ")"
 		grouping.Reason = "no cgroup2 mount: no BPF classification by cgroup"
 	}
+	if e.H.Via != "" {
+		grouping.Reason += "; reached through " + e.H.Via + ": this mount namespace hides /sys/fs/cgroup (lanesd started by `ip netns exec`?)"
+	}
 	return []features.Mechanism{grouping, e.CPU.Mechanism(), e.Disk.Mechanism()}
 }
 

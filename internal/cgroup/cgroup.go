@@ -57,6 +57,11 @@ type Hierarchy struct {
 	// Enabled lists the controllers Detect enabled in the v2 root's
 	// cgroup.subtree_control, so that Undo can disable them again.
 	Enabled []string
+	// Via is "" when the roots are this mount namespace's mounts, or the
+	// path prefix ("/proc/1/root", or an ancestor's) through which Detect
+	// reached another mount namespace's when this one has none (lanesd
+	// started by `ip netns exec`, which remounts /sys).
+	Via string
 }
 
 // Prefix starts the name of every cgroup lanes creates for a lane.

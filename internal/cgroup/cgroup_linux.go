@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -22,7 +23,7 @@ func Detect() (*Hierarchy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("detect cgroups: %w", err)
 	}
-	h, err := DetectAt(string(b))
+	h, err := detectMounts(string(b))
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +270,26 @@ func (g Group) Procs() ([]int, error) {
 	return readPids(filepath.Join(d, "cgroup.procs"))
 }
 
+// CountProcs is how many processes the group holds, for a gauge: from the
+// v2 group where there is one (on hybrid hosts it holds the same
+// processes as the v1 cpu group, and the kernel lists a v2 group's
+// without building and sorting the pid list v1 keeps), counted without
+// parsing.
+func (g Group) CountProcs() (int, error) {
+	d := g.v2
+	if d == "" {
+		d = g.membersDir()
+	}
+	if d == "" {
+		return 0, fmt.Errorf("count processes of %s: no hierarchy", g.name)
+	}
+	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+	if err != nil {
+		return 0, fmt.Errorf("count processes of %s: %w", g.name, err)
+	}
+	return bytes.Count(b, []byte{'\n'}), nil
+}
+
 func readPids(path string) ([]int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -439,4 +460,95 @@ func ParentPID(pid int) (int, error) {
 		return 0, fmt.Errorf("read parent of %d: %w", pid, err)
 	}
 	return s.PPID, nil
+}
+
+// DetectMounts is Detect without its changes to the hierarchy (no
+// controller enabled): what the probes read.
+func DetectMounts() (*Hierarchy, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("detect cgroups: %w", err)
+	}
+	return detectMounts(string(b))
+}
+
+// detectMounts reads this mount namespace's mounts, else another's.
+func detectMounts(mountinfo string) (*Hierarchy, error) {
+	h, err := DetectAt(mountinfo)
+	if errors.Is(err, ErrNoCgroups) {
+		return detectViaInit()
+	}
+	return h, err
+}
+
+// detectViaInit finds the hierarchy where this mount namespace has none
+// but another's has (`ip netns exec` unshares the mount namespace and
+// remounts /sys, hiding /sys/fs/cgroup): a path walk through
+// /proc/PID/root continues in PID's mount namespace, so the roots are
+// that process's mounts reached through its /proc/PID/root, the same
+// groups and files. PID 1 comes first, then this process's ancestors
+// (the shell that ran `ip netns exec`), for hosts where PID 1's root is
+// out of reach (a more privileged init in a container).
+func detectViaInit() (*Hierarchy, error) {
+	var tried []string
+	for _, pid := range append([]int{1}, ancestors()...) {
+		via := "/proc/" + strconv.Itoa(pid) + "/root"
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", via, err))
+			continue
+		}
+		h, err := DetectAt(string(b))
+		if err != nil {
+			continue // the same namespace as ours, or no cgroups there either
+		}
+		probe := h.V2Root
+		if probe == "" {
+			probe = h.CPURoot
+		}
+		if _, err := os.Stat(via + probe); err != nil {
+			tried = append(tried, fmt.Sprintf("%s%s: %v", via, probe, err))
+			continue
+		}
+		h.Via = via
+		for _, root := range []*string{&h.V2Root, &h.CPURoot, &h.BlkioRoot} {
+			if *root != "" {
+				*root = via + *root
+			}
+		}
+		for k, v := range h.V1 {
+			h.V1[k] = via + v
+		}
+		return h, nil
+	}
+	msg := "no other process's mount namespace with one could be reached"
+	if len(tried) > 0 {
+		msg = "none could be reached through another process's mounts (" + strings.Join(tried, "; ") + ")"
+	}
+	return nil, fmt.Errorf("detect cgroups: %w in this mount namespace, and %s: under `ip netns exec`, start lanesd with `nsenter --net=/run/netns/NAME lanesd`, which enters only the network namespace", ErrNoCgroups, msg)
+}
+
+// ancestors are this process's parent, its parent's, and so on up to
+// (not including) PID 1.
+func ancestors() []int {
+	var out []int
+	pid := os.Getpid()
+	for i := 0; i < 64; i++ {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			break
+		}
+		_, rest, ok := strings.Cut(string(b), ") ")
+		f := strings.Fields(rest)
+		if !ok || len(f) < 2 {
+			break
+		}
+		ppid, err := strconv.Atoi(f[1])
+		if err != nil || ppid <= 1 {
+			break
+		}
+		out = append(out, ppid)
+		pid = ppid
+	}
+	return out
 }

@@ -30,6 +30,9 @@ func (g Group) AddProc(pid int) error { return errUnsupported }
 // Procs is not supported outside Linux.
 func (g Group) Procs() ([]int, error) { return nil, errUnsupported }
 
+// CountProcs is not supported outside Linux.
+func (g Group) CountProcs() (int, error) { return 0, errUnsupported }
+
 // ProcMembership is not supported outside Linux.
 func ProcMembership(pid int) (Membership, error) { return Membership{}, errUnsupported }
 

@@ -66,3 +66,36 @@ func TestProcs(t *testing.T) {
 	}
 	h.Restore(c.Process.Pid, before)
 }
+
+// CountProcs counts what Procs lists, from the v2 group where there is one.
+func TestCountProcs(t *testing.T) {
+	testutil.RequireRoot(t)
+	h, err := Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := h.Group(testutil.UniqueName("lanes-t-count"))
+	if _, err := g.Create(); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	if n, err := g.CountProcs(); err != nil || n != 0 {
+		t.Fatalf("empty group: %d, %v", n, err)
+	}
+	for i := 0; i < 3; i++ {
+		c := exec.Command("sleep", "30")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := ProcMembership(c.Process.Pid)
+		defer func() { h.Restore(c.Process.Pid, before); c.Process.Kill(); c.Wait() }()
+		if err := g.AddProc(c.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pids, err := g.Procs()
+	n, err2 := g.CountProcs()
+	if err != nil || err2 != nil || n != 3 || len(pids) != 3 {
+		t.Errorf("CountProcs %d (%v), Procs %v (%v): want 3", n, err2, pids, err)
+	}
+}

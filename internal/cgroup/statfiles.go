@@ -35,6 +35,29 @@ func (s *StatFiles) CPUStat() (CPUStat, error) { return s.g.cpuStat(s.read, s.ha
 // IOStat is Group.IOStat through the open files.
 func (s *StatFiles) IOStat() (IOStat, error) { return s.g.ioStat(s.read) }
 
+// ReadFile reads one of the group's files through an open descriptor
+// (Group.ReadFile's text).
+func (s *StatFiles) ReadFile(ctrl, file string) (string, error) { return s.read(ctrl, file) }
+
+// CountProcs is Group.CountProcs through an open descriptor.
+func (s *StatFiles) CountProcs() (int, error) {
+	ctrl := V2
+	if s.g.v2 == "" {
+		ctrl = CPU
+		if s.g.cpu == "" {
+			ctrl = V2
+		}
+	}
+	text, err := s.read(ctrl, "cgroup.procs")
+	if err != nil {
+		return 0, err
+	}
+	if text == "" {
+		return 0, nil
+	}
+	return strings.Count(text, "\n") + 1, nil
+}
+
 // Close closes the files.
 func (s *StatFiles) Close() error {
 	var errs []error

@@ -10,15 +10,10 @@ import (
 	"github.com/lanes-qos/lanes/internal/cgroup"
 )
 
-// mountinfo is where the cgroup probes read the mounts.
-const mountinfo = "/proc/self/mountinfo"
-
+// hierarchy is the cgroup mounts the probes read: this mount namespace's,
+// or another's where this one has none (cgroup.DetectMounts).
 func hierarchy() (*cgroup.Hierarchy, error) {
-	b, err := os.ReadFile(mountinfo)
-	if err != nil {
-		return nil, err
-	}
-	h, err := cgroup.DetectAt(string(b))
+	h, err := cgroup.DetectMounts()
 	if errors.Is(err, cgroup.ErrNoCgroups) {
 		return nil, Missing("cgroups", "a mounted cgroup2 or cgroup v1 cpu hierarchy", err)
 	}

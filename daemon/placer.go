@@ -15,6 +15,7 @@ import (
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/metrics"
 	"github.com/lanes-qos/lanes/monitor"
 )
 
@@ -182,7 +183,11 @@ func (d *Daemon) runPlacer(ctx context.Context, q *placerQueue) {
 				d.logf("%v", err)
 			}
 		}
+		prev := q.drops
 		if fresh, n := q.newDrops(); fresh {
+			if d.metrics != nil {
+				d.metrics.PlacerDrops.Add(float64(n - prev))
+			}
 			d.logf("placement queue full: %d process events dropped so far (a rescan of /proc places what they missed)", n)
 			d.setHealth("placement-drops", fmt.Sprintf("%d process events were dropped because the placement queue (%d) was full; /proc is rescanned after a drop, so a process is placed late, not never", n, placeQueue))
 		}
@@ -326,6 +331,9 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int, rd *procfs.Reader) {
 				continue
 			}
 			n++
+			if d.metrics != nil {
+				d.metrics.RulePlacements.WithLabelValues(name, metrics.RuleLine(it.line)).Add(float64(1 + len(pr.Descendants)))
+			}
 			if len(shown) < 8 {
 				s := fmt.Sprintf("%d (%s, rule at line %d)", pr.PID, it.comm, it.line)
 				if len(pr.Descendants) > 0 {

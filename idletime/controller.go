@@ -103,6 +103,7 @@ type gateCtl struct {
 	errors    uint64
 	reactions [reactionWindow]time.Duration
 	nReact    uint64
+	reactHist Histogram
 
 	// Loop-only.
 	releasedAt Mono // when the gate was last released
@@ -465,6 +466,7 @@ func (c *Controller) event(e Event) {
 	}
 	gc.reactions[gc.nReact%reactionWindow] = time.Duration(max(held-at, 0))
 	gc.nReact++
+	gc.reactHist.observe(time.Duration(max(held-at, 0)))
 	gc.check = deadlineOf(gc.m)
 	pi = gc.pi
 	c.mu.Unlock()
@@ -597,6 +599,9 @@ type GateStats struct {
 	// being held (Event.Held, else the return of Hold), over the latest
 	// 4096 holds.
 	Reaction Percentiles `json:"reaction"`
+	// ReactionHist is every hold's reaction since the controller started,
+	// in ReactionBounds' buckets (the metrics' histogram).
+	ReactionHist Histogram `json:"-"`
 	// Counters is the paper's X[state][event], keyed like "B[f]".
 	Counters map[string]uint64 `json:"counters"`
 }
@@ -607,6 +612,36 @@ type StateTimes struct {
 	Foreground time.Duration `json:"foreground_ns"`
 	Background time.Duration `json:"background_ns"`
 	InPI       time.Duration `json:"in_pi_ns"`
+}
+
+// ReactionBounds are the upper bounds of a Histogram's buckets: from the
+// tens of microseconds a BPF-signalled hold takes to the tens of
+// milliseconds of a polled one.
+var ReactionBounds = [...]time.Duration{
+	25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond,
+	500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+}
+
+// Histogram counts durations in ReactionBounds' buckets since a gate's
+// controller started: Counts[i] holds those at most ReactionBounds[i]
+// and above the bound before it (not cumulative); longer ones are only
+// in Count and Sum.
+type Histogram struct {
+	Counts [len(ReactionBounds)]uint64
+	Count  uint64
+	Sum    time.Duration
+}
+
+func (h *Histogram) observe(d time.Duration) {
+	h.Count++
+	h.Sum += d
+	for i, b := range ReactionBounds {
+		if d <= b {
+			h.Counts[i]++
+			return
+		}
+	}
 }
 
 // Percentiles summarizes durations.
@@ -644,6 +679,7 @@ func (c *Controller) Stats() []GateStats {
 			Releases:       gc.releases,
 			Errors:         gc.errors,
 			Reaction:       percentiles(gc.reactions[:min(gc.nReact, reactionWindow)]),
+			ReactionHist:   gc.reactHist,
 			Counters:       map[string]uint64{},
 		}
 		for st := range numStates {

@@ -243,6 +243,9 @@ func TestControllerScenarios(t *testing.T) {
 			if s.Reaction.N != 1 || s.Reaction.Max <= 0 {
 				t.Errorf("reaction %+v, want one positive sample", s.Reaction)
 			}
+			if h := s.ReactionHist; h.Count != 1 || h.Sum != s.Reaction.Max {
+				t.Errorf("reaction histogram %+v, want the one sample (%v)", h, s.Reaction.Max)
+			}
 		}},
 		{"PI 0 never holds", Policy{}, func(t *testing.T, h *harness) {
 			g := h.gates[0]
@@ -495,6 +498,39 @@ func TestPercentiles(t *testing.T) {
 	}
 	if got := percentiles(nil); got != (Percentiles{}) {
 		t.Errorf("percentiles(nil) = %+v", got)
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	us := time.Microsecond
+	tests := []struct {
+		name string
+		in   []time.Duration
+		want map[int]uint64 // bucket index -> count; the rest 0
+		sum  time.Duration
+	}{
+		{"empty", nil, nil, 0},
+		{"on a bound", []time.Duration{25 * us}, map[int]uint64{0: 1}, 25 * us},
+		{"zero", []time.Duration{0}, map[int]uint64{0: 1}, 0},
+		{"just above a bound", []time.Duration{25*us + 1}, map[int]uint64{1: 1}, 25*us + 1},
+		{"spread", []time.Duration{30 * us, 60 * us, 3 * time.Millisecond, 3 * time.Millisecond}, map[int]uint64{1: 1, 2: 1, 7: 2}, 6*time.Millisecond + 90*us},
+		{"beyond the last bound", []time.Duration{time.Second}, nil, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Histogram
+			for _, d := range tt.in {
+				h.observe(d)
+			}
+			if h.Count != uint64(len(tt.in)) || h.Sum != tt.sum {
+				t.Errorf("count %d sum %v, want %d and %v", h.Count, h.Sum, len(tt.in), tt.sum)
+			}
+			for i, c := range h.Counts {
+				if c != tt.want[i] {
+					t.Errorf("bucket %d (<= %v): %d, want %d", i, ReactionBounds[i], c, tt.want[i])
+				}
+			}
+		})
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/paths"
 	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/metrics"
 	"github.com/lanes-qos/lanes/state"
 )
 
@@ -32,7 +33,10 @@ type Options struct {
 	ConfigPath string
 	Socket     string // overrides the config's daemon.socket
 	StateDir   string // overrides the config's daemon.state_dir
-	Logf       func(format string, args ...any)
+	// Logf logs what the daemon does (info); Warnf what went wrong that
+	// it carries on with (warning; Logf when nil).
+	Logf  func(format string, args ...any)
+	Warnf func(format string, args ...any)
 }
 
 // Daemon is a running lanesd.
@@ -63,6 +67,12 @@ type Daemon struct {
 	controlView atomic.Pointer[controlRun]
 	// ev is the event history writer and the API streams' lifetime.
 	ev *eventsRun
+	// metrics is the Prometheus metrics (nil in tests that build a bare
+	// Daemon); metricsSrv serves them where [daemon] metrics says,
+	// guarded by applyMu (metrics.go).
+	metrics     *metrics.Set
+	metricsSrv  *metrics.Server
+	metricFiles map[string]*cgroup.StatFiles
 
 	mu         sync.Mutex
 	cfg        *lane.Config
@@ -129,6 +139,7 @@ func Run(ctx context.Context, opts Options) error {
 	d := &Daemon{opts: opts, logf: logf, store: store, engine: eng, cfg: cfg, cfgPath: cfgPath,
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket,
 		bus: events.New()}
+	d.metrics = metrics.New(d.metricsSnapshot, api.Version)
 	defer d.bus.Close()
 	defer d.stopBridge() // before the bus closes
 	if d.ev, err = d.startEvents(cfg); err != nil {
@@ -151,6 +162,10 @@ func Run(ctx context.Context, opts Options) error {
 	d.applyRulesToRunning()
 	stopNetMon := d.watchNetwork(ctx, "")
 	d.applyBridge(cfg)
+	d.applyMu.Lock()
+	d.applyMetrics(cfg.Daemon.Metrics)
+	d.applyMu.Unlock()
+	defer d.stopMetrics()
 
 	srv := &http.Server{
 		Handler:     d.handler(),
@@ -162,6 +177,17 @@ func Run(ctx context.Context, opts Options) error {
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 	logf("lanesd %s listening on %s (config %s, state %s)", api.Version, socket, d.configName(), store.Path())
+	for _, w := range cfg.Warnings {
+		d.warnf("config: %s", w)
+	}
+	d.notify("READY=1\nSTATUS=lanes " + strings.Join(cfg.Order, ", "))
+	wdTick, wdStop, wd := watchdog()
+	defer wdStop()
+	if wd > 0 {
+		logf("systemd watchdog: %v (pets every %v while the daemon can apply changes)", wd, wd/2)
+	}
+	hang, hangStop := debugHang()
+	defer hangStop()
 
 	var runErr error
 loop:
@@ -171,9 +197,11 @@ loop:
 			break loop
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
+				d.notifyReloading()
 				if _, err := d.reload(); err != nil {
-					logf("reload: %v (keeping the running config)", err)
+					d.warnf("reload: %v (keeping the running config)", err)
 				}
+				d.notify("READY=1\nSTATUS=lanes " + strings.Join(d.config().Order, ", "))
 				continue
 			}
 			logf("%v: stopping", s)
@@ -181,8 +209,18 @@ loop:
 		case err := <-srvErr:
 			runErr = fmt.Errorf("serve local API: %w", err)
 			break loop
+		case <-wdTick:
+			if d.alive(wd / 2) {
+				d.notify(sdWatchdog)
+			} else {
+				d.warnf("watchdog: changes to the kernel have been blocked for %v; not petting systemd's watchdog", wd/2)
+			}
+		case <-hang:
+			d.warnf("debug hook (%s=1, SIGUSR2): the main loop stops here; the watchdog is no longer petted", debugHangEnv)
+			<-ctx.Done() // only a kill ends this process now
 		}
 	}
+	d.notify("STOPPING=1")
 	cancel()
 	shutCtx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := srv.Shutdown(shutCtx); err != nil {
@@ -194,6 +232,7 @@ loop:
 	c2()
 	<-evDone
 	stopNetMon()
+	d.stopMetrics() // no scrape reads the groups while they go
 	if err := d.restore(); err != nil {
 		logf("restore: %v", err)
 		return errors.Join(runErr, fmt.Errorf("restore host: %w", err))
@@ -245,6 +284,16 @@ func socketAccess(path string, gid int) error {
 		return fmt.Errorf("socket %s: %w", path, err)
 	}
 	return nil
+}
+
+// warnf logs a problem the daemon carries on with at warning level.
+func (d *Daemon) warnf(format string, args ...any) {
+	switch {
+	case d.opts.Warnf != nil:
+		d.opts.Warnf(format, args...)
+	case d.logf != nil:
+		d.logf(format, args...)
+	}
 }
 
 func (d *Daemon) configName() string {
@@ -333,8 +382,8 @@ func (d *Daemon) reload() (*lane.Config, error) {
 	var err error
 	if path == "" {
 		cfg, path, err = paths.LoadConfig("")
-	} else {
-		cfg, err = lane.Load(path)
+	} else if cfg, err = lane.Load(path); err == nil {
+		err = cfg.CheckHost()
 	}
 	if err != nil {
 		d.mu.Lock()
@@ -363,8 +412,16 @@ func (d *Daemon) reload() (*lane.Config, error) {
 	d.setHealth("config-invalid", "")
 	d.setHealth("config-apply-failed", "")
 	d.logf("reloaded %s: lanes %s", d.configName(), strings.Join(cfg.Order, ", "))
+	for _, w := range cfg.Warnings {
+		d.warnf("config: %s", w)
+	}
 	d.applyRulesToRunning()
 	d.applyBridge(cfg)
+	if d.metrics != nil {
+		d.applyMu.Lock()
+		d.applyMetrics(cfg.Daemon.Metrics)
+		d.applyMu.Unlock()
+	}
 	return cfg, nil
 }
 

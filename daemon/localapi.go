@@ -84,6 +84,13 @@ func (d *Daemon) handler() http.Handler {
 				return
 			}
 			out, aerr := rt.fn(d, w, r)
+			if d.metrics != nil {
+				code := http.StatusOK
+				if aerr != nil {
+					code = status(aerr.Code)
+				}
+				d.metrics.APIRequests.WithLabelValues(rt.path, strconv.Itoa(code)).Inc()
+			}
 			if aerr != nil {
 				if rt.write {
 					c := creds(r)
@@ -215,26 +222,40 @@ func parseReload(body []byte) *api.Error {
 }
 
 func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Error) {
+	resp, laneName, aerr := d.move(r)
+	if d.metrics != nil {
+		d.countMove(laneName, len(resp.Moved), aerr)
+	}
+	if aerr != nil {
+		return nil, aerr
+	}
+	return resp, nil
+}
+
+// move carries out a move request; laneName is the lane it named, ""
+// when the request could not be read or named no lane of the config (so
+// that the metrics' lane label takes only the config's names).
+func (d *Daemon) move(r *http.Request) (resp api.MoveResponse, laneName string, aerr *api.Error) {
 	body, e := readBody(r)
 	if e != nil {
-		return nil, e
+		return resp, "", e
 	}
 	req, e := parseMove(body)
 	if e != nil {
-		return nil, e
+		return resp, "", e
 	}
 	cfg := d.config()
 	l, err := cfg.Lane(req.Lane)
 	if err != nil {
-		return nil, api.Errorf(api.CodeUnknownLane, "%v", err)
+		return resp, "", api.Errorf(api.CodeUnknownLane, "%v", err)
 	}
 	c := creds(r)
 	if !c.IsRoot() && !l.Unprivileged {
-		return nil, api.Errorf(api.CodeForbidden, "lane %q is not granted to unprivileged users (uid %d): only root may use it", l.Name, c.UID)
+		return resp, l.Name, api.Errorf(api.CodeForbidden, "lane %q is not granted to unprivileged users (uid %d): only root may use it", l.Name, c.UID)
 	}
 	for _, pid := range req.PIDs {
 		if _, err := enforce.ReadProc(pid); err != nil {
-			return nil, api.Errorf(api.CodeNoProcess, "%v", err)
+			return resp, l.Name, api.Errorf(api.CodeNoProcess, "%v", err)
 		}
 	}
 	var check enforce.Check
@@ -245,15 +266,15 @@ func (d *Daemon) serveMove(w http.ResponseWriter, r *http.Request) (any, *api.Er
 	if err != nil {
 		var f *forbidden
 		if errors.As(err, &f) {
-			return nil, api.Errorf(api.CodeForbidden, "%v (nothing was moved)", err)
+			return resp, l.Name, api.Errorf(api.CodeForbidden, "%v (nothing was moved)", err)
 		}
 		if errors.Is(err, enforce.ErrNoProcess) {
-			return nil, api.Errorf(api.CodeNoProcess, "%v (nothing was moved)", err)
+			return resp, l.Name, api.Errorf(api.CodeNoProcess, "%v (nothing was moved)", err)
 		}
-		return nil, api.Errorf(api.CodeInternal, "%v (nothing was moved)", err)
+		return resp, l.Name, api.Errorf(api.CodeInternal, "%v (nothing was moved)", err)
 	}
 	d.logf("api: uid %d moved %v to %s", c.UID, moved, l.Name)
-	return api.MoveResponse{Lane: l.Name, Moved: moved}, nil
+	return api.MoveResponse{Lane: l.Name, Moved: moved}, l.Name, nil
 }
 
 // forbidden is a move check's refusal.
@@ -299,7 +320,7 @@ func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) (any, *api.
 	if err != nil {
 		return nil, api.Errorf(api.CodeConfig, "%v (the running config is kept)", err)
 	}
-	return api.ReloadResponse{Config: d.configName(), Lanes: cfg.Order}, nil
+	return api.ReloadResponse{Config: d.configName(), Lanes: cfg.Order, Warnings: cfg.Warnings}, nil
 }
 
 func (d *Daemon) lanes() []api.Lane {
@@ -445,7 +466,7 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st := api.Status{
 		Version: api.Version, PID: os.Getpid(), Started: d.started,
 		ConfigLoad: d.cfgLoaded, ConfigError: d.cfgErr,
-		StateDB: d.store.Path(), Events: d.events,
+		StateDB: d.store.Path(), Events: d.events, ConfigWarnings: d.cfg.Warnings,
 	}
 	for _, h := range d.health {
 		st.Health = append(st.Health, h)

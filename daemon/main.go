@@ -5,16 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 
+	"github.com/lanes-qos/lanes/internal/buildinfo"
+	"github.com/lanes-qos/lanes/internal/logging"
 	"github.com/lanes-qos/lanes/internal/paths"
 )
 
 // Main is lanesd's command line: it parses args (without the program
 // name) and runs the daemon or the cleanup, returning the exit status.
-func Main(args []string, stderr io.Writer) int {
+func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lanesd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var opts Options
@@ -23,6 +25,8 @@ func Main(args []string, stderr io.Writer) int {
 	fs.StringVar(&opts.Socket, "socket", "", "local API socket (default: the config's daemon.socket, "+paths.Socket+")")
 	fs.StringVar(&opts.StateDir, "state-dir", "", "state directory (default: the config's daemon.state_dir, "+paths.StateDir+")")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until lanesd stops")
+	version := fs.Bool("version", false, "print lanesd's version and exit")
+	logLevel := fs.String("log-level", "info", "least severe messages logged: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: lanesd [flags]
 
@@ -32,6 +36,11 @@ root until SIGINT/SIGTERM, then restores the host as it found it. After a
 crash, a new start adopts what the old one left (or removes it: --cleanup).
 SIGHUP reloads the config; a bad file keeps the running one. Talk to it with
 'lanes' (lanes status, lanes ls, lanes run, lanes move).
+
+Under systemd (Type=notify) it reports ready, reloading and stopping, pets
+the watchdog (WatchdogSec=) while it can still apply changes, and logs with
+syslog priorities that the journal keeps; elsewhere it logs text lines with
+their level to stderr.
 
 Flags:
 `)
@@ -47,29 +56,40 @@ Flags:
 		fmt.Fprintf(stderr, "lanesd: unexpected argument %q (see lanesd --help)\n", fs.Arg(0))
 		return 2
 	}
-	logger := log.New(stderr, "lanesd: ", log.LstdFlags)
-	opts.Logf = logger.Printf
+	if *version {
+		fmt.Fprintln(stdout, buildinfo.String("lanesd"))
+		return 0
+	}
+	level, err := logging.ParseLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "lanesd: --log-level: %v\n", err)
+		return 2
+	}
+	f, _ := stderr.(*os.File)
+	logger := logging.New(stderr, level, f != nil && logging.ToJournal(f))
+	opts.Logf = logging.Printf(logger, slog.LevelInfo)
+	opts.Warnf = logging.Printf(logger, slog.LevelWarn)
+	fail := logging.Printf(logger, slog.LevelError)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
-			logger.Printf("cpu profile: %v", err)
+			fail("cpu profile: %v", err)
 			return 1
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			logger.Printf("cpu profile %s: %v", *cpuprofile, err)
+			fail("cpu profile %s: %v", *cpuprofile, err)
 			return 1
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var err error
 	if *cleanup {
 		err = Cleanup(opts)
 	} else {
 		err = Run(context.Background(), opts)
 	}
 	if err != nil {
-		logger.Printf("%v", err)
+		fail("%v", err)
 		return 1
 	}
 	return 0

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	case "lanes":
 		os.Exit(cli.Run(os.Args[1:], cli.Options{}))
 	case "lanesd":
-		os.Exit(daemon.Main(os.Args[1:], os.Stderr))
+		os.Exit(daemon.Main(os.Args[1:], os.Stdout, os.Stderr))
 	case "spin":
 		// A busy loop, bounded: the CPU tests' workload.
 		spin()

@@ -96,6 +96,7 @@ var depRules = []struct {
 			{mod + "internal/paths", "the default config file a daemon-less run reads, and where it keeps its records"},
 			{mod + "internal/rate", "the config's rates (through lane) and the testbed's link rates: one parser, tc's units"},
 			{mod + "internal/features", "probe conventions and the Mechanism lines of `lanes doctor`"},
+			{mod + "internal/buildinfo", "`lanes --version`: the commit and Go release of the build"},
 			{mod + "internal/netprobe", "`lanes doctor` without a daemon: qdisc, IFB and u32 probes in throwaway namespaces, BPF program types, helpers and maps asked of the verifier (cilium/ebpf's features package, no lanes program), the default route link's offloads (ethtool)"},
 			{mod + "bench", "`lanes bench`: the scenario runner"},
 			{mod + "bench/ch5", "`lanes bench ch5`: seed 004's chapter-5 experiment, and `lanes bench ch5video`, the video application the runner re-executes"},

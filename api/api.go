@@ -153,11 +153,14 @@ type Status struct {
 	Config     string    `json:"config"`
 	ConfigLoad time.Time `json:"config_loaded"`
 	// ConfigError is set when the last reload failed (the running config was kept).
-	ConfigError string      `json:"config_error,omitempty"`
-	StateDB     string      `json:"state_db"`
-	Events      string      `json:"events"` // "proc connector" or "polling"
-	Mechanisms  []Mechanism `json:"mechanisms"`
-	Lanes       []Lane      `json:"lanes"`
+	ConfigError string `json:"config_error,omitempty"`
+	// ConfigWarnings are the running config's warnings ("file:line: key:
+	// why"): settings that load but do not do what they read as.
+	ConfigWarnings []string    `json:"config_warnings,omitempty"`
+	StateDB        string      `json:"state_db"`
+	Events         string      `json:"events"` // "proc connector" or "polling"
+	Mechanisms     []Mechanism `json:"mechanisms"`
+	Lanes          []Lane      `json:"lanes"`
 	// Idletime has one entry per resource under idletime scheduling (an
 	// interface direction, a block device).
 	Idletime []IdleGate `json:"idletime,omitempty"`
@@ -351,4 +354,6 @@ type DoctorResponse struct {
 type ReloadResponse struct {
 	Config string   `json:"config"`
 	Lanes  []string `json:"lanes"`
+	// Warnings are the new config's (see Status.ConfigWarnings).
+	Warnings []string `json:"warnings,omitempty"`
 }

@@ -34,6 +34,9 @@ type env struct {
 	stateDir string
 	config   string
 
+	// env is added to lanesd's environment (NAME=value).
+	env []string
+
 	d    *exec.Cmd
 	log  *syncBuf
 	exit chan error
@@ -106,7 +109,7 @@ func (e *env) startWith(prefix []string) {
 	e.t.Helper()
 	e.log = &syncBuf{}
 	e.d = exec.Command(prefix[0], append(prefix[1:], e.daemonArgs()...)...)
-	e.d.Env = append(os.Environ(), roleEnv+"=lanesd")
+	e.d.Env = append(append(os.Environ(), roleEnv+"=lanesd"), e.env...)
 	e.d.Stdout, e.d.Stderr = e.log, e.log
 	if err := e.d.Start(); err != nil {
 		e.t.Fatal(err)
@@ -452,9 +455,9 @@ cpu = { weight = 400 }
 		wantGrp string
 	}{
 		{"own process, granted lane", []string{"move", strconv.Itoa(mine.Process.Pid), "background"}, 0, "moved 1", mine.Process.Pid, "lanes-background"},
-		{"other user's process", []string{"move", strconv.Itoa(roots.Process.Pid), "background"}, 1, "belongs to uid 0", roots.Process.Pid, ""},
-		{"lane not granted", []string{"move", strconv.Itoa(mine.Process.Pid), "video"}, 1, `lane "video" is not granted`, mine.Process.Pid, "lanes-background"},
-		{"reload is root's", []string{"reload"}, 1, "only root may reload", 0, ""},
+		{"other user's process", []string{"move", strconv.Itoa(roots.Process.Pid), "background"}, 4, "belongs to uid 0", roots.Process.Pid, ""},
+		{"lane not granted", []string{"move", strconv.Itoa(mine.Process.Pid), "video"}, 4, `lane "video" is not granted`, mine.Process.Pid, "lanes-background"},
+		{"reload is root's", []string{"reload"}, 4, "only root may reload", 0, ""},
 		{"run in a lane not granted", []string{"run", "-l", "video", "--", "true"}, 125, `lane "video" is not granted`, 0, ""},
 	}
 	for _, tc := range cases {
@@ -527,18 +530,22 @@ func TestBadInput(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"malformed TOML", []string{"config", "check", p("malformed.toml")}, 1, "malformed.toml:1"},
-		{"unknown key", []string{"config", "check", p("unknown.toml")}, 1, "unknown.toml:2"},
-		{"unknown lane in a rule", []string{"config", "check", p("rule.toml")}, 1, "rule.toml:2"},
-		{"cap above 100", []string{"config", "check", p("cap.toml")}, 1, "cap.toml:3"},
-		{"cap zero", []string{"config", "check", p("cap0.toml")}, 1, "cap0.toml:2"},
-		{"unknown lane", []string{"move", strconv.Itoa(victim.Process.Pid), "nosuch"}, 1, `unknown lane "nosuch"`},
-		{"PID that does not exist", []string{"move", "4194304", "background"}, 1, "process 4194304 does not exist"},
-		{"PID exits during the move", []string{"move", strconv.Itoa(victim.Process.Pid), strconv.Itoa(zombie.Process.Pid), "background"}, 1, "exited"},
+		{"malformed TOML", []string{"config", "check", p("malformed.toml")}, 2, "malformed.toml:1"},
+		{"unknown key", []string{"config", "check", p("unknown.toml")}, 2, "unknown.toml:2"},
+		{"unknown lane in a rule", []string{"config", "check", p("rule.toml")}, 2, "rule.toml:2"},
+		{"cap above 100", []string{"config", "check", p("cap.toml")}, 2, "cap.toml:3"},
+		{"cap zero", []string{"config", "check", p("cap0.toml")}, 2, "cap0.toml:2"},
+		{"unknown lane", []string{"move", strconv.Itoa(victim.Process.Pid), "nosuch"}, 2, `unknown lane "nosuch"`},
+		{"PID that does not exist", []string{"move", "4194304", "background"}, 2, "process 4194304 does not exist"},
+		{"PID exits during the move", []string{"move", strconv.Itoa(victim.Process.Pid), strconv.Itoa(zombie.Process.Pid), "background"}, 2, "exited"},
 		{"not a PID", []string{"move", "abc", "background"}, 2, `"abc" is not a PID`},
 		{"command not found", []string{"run", "-l", "background", "--", "lanes-no-such-command"}, 127, "command not found: lanes-no-such-command"},
 		{"run without a lane", []string{"run", "true"}, 2, "which lane?"},
 		{"run in unknown lane", []string{"run", "-l", "nosuch", "--", "true"}, 125, `unknown lane "nosuch"`},
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"ls", "--frob"}, 2, "unknown flag: --frob"},
+		{"too many arguments", []string{"config", "check", "a", "b"}, 2, "accepts 1 arg(s), received 2"},
+		{"no daemon", []string{"--socket", filepath.Join(e.dir, "none.sock"), "status"}, 3, "no lanes daemon is running"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -547,6 +554,15 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d with %q", r.code, r.stderr, tc.code, tc.msg)
 			}
 		})
+	}
+	// With --json an error is JSON on stdout, with the daemon's code.
+	r := e.lanes("--json", "move", "4194304", "background")
+	var je struct {
+		Error, Code string
+		Exit        int
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &je); err != nil || r.code != 2 || je.Exit != 2 || je.Code != api.CodeNoProcess || !strings.Contains(je.Error, "4194304") {
+		t.Errorf("--json error: exit %d, stdout %q (%v), stderr %q", r.code, r.stdout, err, r.stderr)
 	}
 	// Nothing changed: the victim of the failed moves is in no lane.
 	if got := laneOf(t, victim.Process.Pid); strings.HasPrefix(got, cgroup.Prefix) {

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/api/client"
+	"github.com/lanes-qos/lanes/internal/buildinfo"
 	"github.com/lanes-qos/lanes/internal/features"
 )
 
@@ -59,11 +63,21 @@ type Options struct {
 	LocalProbes []func() ([]features.Mechanism, error)
 }
 
+// Exit statuses: scripts can tell why lanes failed without reading its
+// message. lanes run has its own for the command (125, 126, 127).
+const (
+	ExitFailure  = 1 // anything else: the daemon failed, the kernel refused
+	ExitBadInput = 2 // the command line, a config file or a request was wrong
+	ExitNoDaemon = 3 // no lanesd answers on the socket
+	ExitRefused  = 4 // the caller may not do this (not root, lane not granted, socket access)
+)
+
 // Run runs the lanes CLI with args (without the program name) and returns
 // the process exit status.
 func Run(args []string, opts Options) int {
-	root := newRoot(opts)
+	root, g := newRoot(opts)
 	root.AddCommand(opts.Extra...)
+	usageErrors(root)
 	root.SetArgs(args)
 	root.SetOut(Stdout)
 	root.SetErr(Stderr)
@@ -71,18 +85,70 @@ func Run(args []string, opts Options) int {
 	if err == nil {
 		return 0
 	}
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		if ee.Err != nil {
-			fmt.Fprintf(Stderr, "lanes: %v\n", ee.Err)
-		}
-		return ee.Code
+	code, msg := exitCode(err)
+	// An unknown command or flag stops cobra before it parses --json.
+	if g.json || slices.Contains(args, "--json") {
+		printJSON(jsonError{Error: msg, Code: client.Code(err), Exit: code})
+	} else if msg != "" {
+		fmt.Fprintf(Stderr, "lanes: %s\n", msg)
 	}
-	fmt.Fprintf(Stderr, "lanes: %v\n", err)
-	return 1
+	return code
 }
 
-func newRoot(opts Options) *cobra.Command {
+// jsonError is what --json prints for a failure, on stdout.
+type jsonError struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"` // the daemon's error code (api.Code*)
+	Exit  int    `json:"exit"`
+}
+
+// exitCode classifies err into an exit status, with the message to print
+// ("" for an ExitError that carries none).
+func exitCode(err error) (int, string) {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err == nil {
+			return ee.Code, ""
+		}
+		return ee.Code, ee.Err.Error()
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, client.ErrNoDaemon):
+		return ExitNoDaemon, msg
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):
+		return ExitRefused, msg + " (the socket's group is daemon.socket_gid; ask root to add you to it)"
+	}
+	if strings.HasPrefix(msg, "unknown command") {
+		return ExitBadInput, msg
+	}
+	switch client.Code(err) {
+	case api.CodeForbidden:
+		return ExitRefused, msg
+	case api.CodeBadRequest, api.CodeUnknownLane, api.CodeNoProcess, api.CodeConfig:
+		return ExitBadInput, msg
+	}
+	return ExitFailure, msg
+}
+
+// usageErrors makes every command's argument and flag errors exit with
+// ExitBadInput, as unknown commands do.
+func usageErrors(c *cobra.Command) {
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitBadInput, Err: err} })
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%s: %w (see lanes %s --help)", cmd.CommandPath(), err, strings.TrimPrefix(cmd.CommandPath(), "lanes "))}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageErrors(sub)
+	}
+}
+
+func newRoot(opts Options) (*cobra.Command, *globals) {
 	g := &globals{probes: opts.LocalProbes}
 	root := &cobra.Command{
 		Use:   "lanes",
@@ -94,14 +160,20 @@ settings; this command talks to it over its local socket. Without a daemon,
 'lanes run' applies the lane itself for the life of the command.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.String("lanes"),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.socket, "socket", envOr("LANES_SOCKET", api.DefaultSocket), "lanesd's socket (env LANES_SOCKET)")
 	root.AddCommand(
 		newRunCmd(g), newMoveCmd(g), newLsCmd(g), newPsCmd(g), newStatusCmd(g),
-		newDoctorCmd(g), newConfigCmd(g), newReloadCmd(g), newVersionCmd(),
-		newEventsCmd(g), newReportCmd(g),
+		newDoctorCmd(g), newConfigCmd(g), newReloadCmd(g), newVersionCmd(g),
+		newEventsCmd(g), newReportCmd(g), newManCmd(),
 	)
-	return root
+	// Every command takes --json, errors included (printed on stdout as
+	// {"error", "code", "exit"}); a command's own --json says what it
+	// prints on success.
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON: results, and errors as {\"error\", \"code\", \"exit\"} on stdout")
+	return root, g
 }
 
 func envOr(k, def string) string {
@@ -148,13 +220,16 @@ func joinInts(v []int, max int) string {
 	return b.String()
 }
 
-func newVersionCmd() *cobra.Command {
+func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of this client",
+		Short: "Print the version of this client (lanes --version is the same)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(Stdout, "lanes %s\n", api.Version)
+			if g.json {
+				return printJSON(map[string]string{"name": "lanes", "version": api.Version, "commit": buildinfo.Commit(), "go": runtime.Version()})
+			}
+			fmt.Fprintln(Stdout, buildinfo.String("lanes"))
 			return nil
 		},
 	}

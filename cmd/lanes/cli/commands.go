@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,26 +11,28 @@ import (
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/paths"
 	"github.com/lanes-qos/lanes/lane"
 )
 
 func newMoveCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "move PID... LANE",
 		Short: "Move running processes (with their threads and children) into a lane",
 		Long: `Move each PID, all its threads and all its descendants into LANE. All or
 nothing: if one PID does not exist, or exits during the move, nothing moves.
 Non-root users may move only their own processes, into lanes the config grants
 to them (unprivileged = true).`,
-		Example: "  lanes move 4242 background\n  lanes move $(pgrep rsync) background",
-		Args:    cobra.MinimumNArgs(2),
+		Example:           "  lanes move 4242 background\n  lanes move $(pgrep rsync) background",
+		Args:              cobra.MinimumNArgs(2),
+		ValidArgsFunction: g.completeMove,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			laneName := args[len(args)-1]
 			var pids []int
 			for _, a := range args[:len(args)-1] {
 				pid, err := strconv.Atoi(a)
 				if err != nil || pid <= 0 {
-					return &ExitError{Code: 2, Err: fmt.Errorf("move: %q is not a PID (usage: lanes move PID... LANE)", a)}
+					return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("move: %q is not a PID (usage: lanes move PID... LANE)", a)}
 				}
 				pids = append(pids, pid)
 			}
@@ -39,10 +40,15 @@ to them (unprivileged = true).`,
 			if err != nil {
 				return fmt.Errorf("move: %w", needDaemon(err))
 			}
+			if g.json {
+				return printJSON(resp)
+			}
 			fmt.Fprintf(Stdout, "moved %d process(es) to %s: %s\n", len(resp.Moved), resp.Lane, joinInts(resp.Moved, 20))
 			return nil
 		},
 	}
+	addJSON(cmd, g)
+	return cmd
 }
 
 func describeCPU(c api.CPUSettings) string {
@@ -174,6 +180,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(Stdout, "lanesd %s, pid %d, up %s\n", st.Version, st.PID, time.Since(st.Started).Round(time.Second))
 			fmt.Fprintf(Stdout, "config:  %s (loaded %s)\n", st.Config, st.ConfigLoad.Format(time.RFC3339))
+			for _, w := range st.ConfigWarnings {
+				fmt.Fprintf(Stdout, "         warning: %s\n", w)
+			}
 			if st.ConfigError != "" {
 				fmt.Fprintf(Stdout, "         last reload failed, running config kept: %s\n", st.ConfigError)
 			}
@@ -401,26 +410,89 @@ Asks lanesd when it runs; otherwise probes this host itself (read-only).`,
 
 func newConfigCmd(g *globals) *cobra.Command {
 	cfg := &cobra.Command{Use: "config", Short: "Work with lanes config files"}
-	cfg.AddCommand(&cobra.Command{
+	check := &cobra.Command{
 		Use:   "check FILE",
-		Short: "Check a config file; print every error with its file, line and key",
-		Args:  cobra.ExactArgs(1),
+		Short: "Check a config file; print every error and warning with its file, line and key",
+		Long: `Check FILE as lanesd would load it. Errors (exit status 2) name the file,
+line and key of each; warnings name what loads but does not do what it reads
+as: a rate in bytes per second ("20Mbps" is 160 Mbit/s, as in tc), a lane's
+shaping setting while no interface is shaped.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := lane.Load(args[0])
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
+			if err == nil {
+				err = c.CheckHost()
 			}
-			names := append([]string(nil), c.Order...)
-			sort.Strings(names)
-			fmt.Fprintf(Stdout, "%s: ok: %d lanes (%s), %d rules\n", args[0], len(c.Order), strings.Join(c.Order, ", "), len(c.Rules))
+			if err != nil {
+				return &ExitError{Code: ExitBadInput, Err: err}
+			}
+			if g.json {
+				return printJSON(configCheck{File: args[0], Lanes: c.Order, Rules: len(c.Rules), Warnings: nonNil(c.Warnings)})
+			}
+			for _, w := range c.Warnings {
+				fmt.Fprintf(Stdout, "warning: %s\n", w)
+			}
+			fmt.Fprintf(Stdout, "%s: ok: %d lanes (%s), %d rules", args[0], len(c.Order), strings.Join(c.Order, ", "), len(c.Rules))
+			if n := len(c.Warnings); n > 0 {
+				fmt.Fprintf(Stdout, ", %d warning(s)", n)
+			}
+			fmt.Fprintln(Stdout)
 			return nil
 		},
-	})
+	}
+	addJSON(check, g)
+	show := &cobra.Command{
+		Use:   "show [FILE]",
+		Short: "Print the configuration in force: FILE (or the one lanesd loads) merged over the defaults",
+		Long: `Print every setting as a config file: the built-in defaults with FILE merged
+over them, so nothing is left to guess. Without FILE, the config lanesd
+loads: ` + paths.ConfigFile + ` if it exists, else the embedded defaults.
+The output reads back as the same configuration; [[controller]] tables are
+named in a comment, not written out.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var c *lane.Config
+			var err error
+			if len(args) == 1 {
+				c, err = lane.Load(args[0])
+			} else {
+				c, _, err = paths.LoadConfig("")
+			}
+			if err != nil {
+				return &ExitError{Code: ExitBadInput, Err: err}
+			}
+			out, err := c.File()
+			if err != nil {
+				return err
+			}
+			for _, w := range c.Warnings {
+				fmt.Fprintf(Stdout, "# warning: %s\n", w)
+			}
+			_, err = Stdout.Write(out)
+			return err
+		},
+	}
+	cfg.AddCommand(check, show)
 	return cfg
 }
 
+// configCheck is lanes config check --json's output for a valid file.
+type configCheck struct {
+	File     string   `json:"file"`
+	Lanes    []string `json:"lanes"`
+	Rules    int      `json:"rules"`
+	Warnings []string `json:"warnings"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
 func newReloadCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "reload",
 		Short: "Make lanesd reread its config file (root only; a bad file keeps the running config)",
 		Args:  cobra.NoArgs,
@@ -429,10 +501,18 @@ func newReloadCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("reload: %w", needDaemon(err))
 			}
+			if g.json {
+				return printJSON(r)
+			}
+			for _, w := range r.Warnings {
+				fmt.Fprintf(Stdout, "warning: %s\n", w)
+			}
 			fmt.Fprintf(Stdout, "reloaded %s: lanes %s\n", r.Config, strings.Join(r.Lanes, ", "))
 			return nil
 		},
 	}
+	addJSON(cmd, g)
+	return cmd
 }
 
 // humanRate formats a measured rate in bits per second.

@@ -208,13 +208,13 @@ and for the directives lanesd's controllers send it (one JSON event a line):
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := ParseReportArgs(args, targets)
 			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("report: %w", err)}
+				return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("report: %w", err)}
 			}
 			if pid <= 0 {
-				return &ExitError{Code: 2, Err: errors.New("report: give --pid PID: a report is about the process that sends it, and this command's own would end at once (programs report for themselves: see lanes report --help)")}
+				return &ExitError{Code: ExitBadInput, Err: errors.New("report: give --pid PID: a report is about the process that sends it, and this command's own would end at once (programs report for themselves: see lanes report --help)")}
 			}
 			if os.Geteuid() != 0 {
-				return &ExitError{Code: 2, Err: fmt.Errorf("report: only root may report for another process (--pid %d); a program reports for itself over the API (see lanes report --help)", pid)}
+				return &ExitError{Code: ExitRefused, Err: fmt.Errorf("report: only root may report for another process (--pid %d); a program reports for itself over the API (see lanes report --help)", pid)}
 			}
 			req.PID = pid
 			r, err := g.client().Report(cmd.Context(), req)

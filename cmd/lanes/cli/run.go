@@ -47,7 +47,7 @@ could not be executed, 127 the command was not found.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if laneName == "" {
-				return &ExitError{Code: 2, Err: errors.New("run: which lane? give -l LANE (e.g. -l background)")}
+				return &ExitError{Code: ExitBadInput, Err: errors.New("run: which lane? give -l LANE (e.g. -l background)")}
 			}
 			path, err := exec.LookPath(args[0])
 			if err != nil {
@@ -64,6 +64,7 @@ could not be executed, 127 the command was not found.`,
 		},
 	}
 	cmd.Flags().StringVarP(&laneName, "lane", "l", "", "lane to run the command in (required)")
+	cmd.RegisterFlagCompletionFunc("lane", g.completeLane)
 	cmd.Flags().StringVar(&configPath, "config", "", "config file for daemon-less runs (default "+paths.ConfigFile+" if it exists, else the embedded defaults)")
 	cmd.Flags().SetInterspersed(false)
 	return cmd

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
 // notifySocket is a $NOTIFY_SOCKET as systemd opens one for a
@@ -95,10 +96,15 @@ func TestSystemdNotify(t *testing.T) {
 	if !strings.Contains(e.log.String(), "watchdog") {
 		t.Errorf("lanesd does not log its watchdog interval:\n%s", e.log)
 	}
-	// Half the interval: 5 pets in a second, 3 with a loaded host's slack.
+	// Half the interval: 5 pets in a second, 3 with a loaded host's slack
+	// (1 under emulation, where timers run late).
 	t1 := time.Now()
 	time.Sleep(time.Second)
-	if n := ns.count(t1, "WATCHDOG=1"); n < 3 {
+	least := 3
+	if testutil.Emulated() {
+		least = 1
+	}
+	if n := ns.count(t1, "WATCHDOG=1"); n < least {
 		t.Errorf("%d watchdog pets in 1s at WATCHDOG_USEC=%v, want about 5", n, wd)
 	}
 
@@ -123,6 +129,8 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	e.d.Process.Signal(syscall.SIGUSR2)
 	waitFor(t, 5*time.Second, "the hook's log line", func() bool { return strings.Contains(e.log.String(), "debug hook") })
+	// A pet sent before the hook may still be on its way to the reader.
+	time.Sleep(100 * time.Millisecond)
 	t3 := time.Now()
 	time.Sleep(3 * wd)
 	if n := ns.count(t3, "WATCHDOG=1"); n != 0 {

@@ -994,3 +994,28 @@ func numCPU(t *testing.T) int {
 	}
 	return n
 }
+
+// A config's warnings reach the user wherever the config does: lanesd's
+// log at start, lanes status, and lanes reload.
+func TestConfigWarnings(t *testing.T) {
+	e := newEnv(t, "[lanes.video]\nnet.priority = 2\n")
+	e.start()
+	const want = "lanes.video.net.priority: does nothing"
+	if r := e.lanes("status"); !strings.Contains(r.stdout, "warning: "+e.config+":2: "+want) {
+		t.Errorf("lanes status does not show the warning:\n%s", r.stdout)
+	}
+	if !strings.Contains(e.log.String(), want) || !strings.Contains(e.log.String(), "level=WARN") {
+		t.Errorf("lanesd does not log the warning at warning level:\n%s", e.log)
+	}
+	e.writeConfig("\n[lanes.video]\nnet.borrow = true\n")
+	if r := e.lanes("reload"); r.code != 0 || !strings.Contains(r.stdout, "warning: "+e.config+":3: lanes.video.net.borrow: does nothing") {
+		t.Errorf("lanes reload: exit %d, %q", r.code, r.stdout)
+	}
+	e.writeConfig("[lanes.video]\ncpu.weight = 50\n")
+	if r := e.lanes("reload"); r.code != 0 || strings.Contains(r.stdout, "warning") {
+		t.Errorf("lanes reload of a clean file: exit %d, %q", r.code, r.stdout)
+	}
+	if r := e.lanes("status"); strings.Contains(r.stdout, "warning:") {
+		t.Errorf("lanes status still warns after a clean reload:\n%s", r.stdout)
+	}
+}

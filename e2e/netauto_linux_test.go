@@ -361,10 +361,12 @@ func autoRateDownload(t *testing.T, cc string) {
 	p90 := rtts[len(rtts)*9/10]
 	t.Logf("behind 5 Mbit/s: lowest download rate %.1f Mbit/s; reflector RTT over the last 5 s: median %.1f ms, p90 %.1f ms (%d answers)",
 		float64(lowest)/1e6, rtts[len(rtts)/2], p90, len(rtts))
+	// Under emulation (the 7.3 guest, once) the download may not build a
+	// queue the probes see in the window: whether the rate moves is timing.
+	testutil.RequireTiming(t)
 	if lowest >= 10e6 {
 		t.Errorf("download rate never came below %d under a download behind 5 Mbit/s", lowest)
 	}
-	testutil.RequireTiming(t)
 	// Without lanes a cubic download fills the 500-packet queue (1.2 s at
 	// 5 Mbit/s); BBR keeps it shorter by itself.
 	if p90 > 60 {

@@ -107,3 +107,90 @@ func TestBootBookworm(t *testing.T) {
 		})
 	}
 }
+
+// TestBootSystemd boots the systemd column once with the tests of
+// testdata/systemd and testdata/guest and checks that systemd was PID 1,
+// that the markers parsed (tests, doctor, result), and that the column's
+// default -test.run left the guest package's tests out. The first run
+// builds the root filesystem with debootstrap (about a minute more).
+func TestBootSystemd(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Fatal(ErrNoQEMU)
+	}
+	for _, tool := range []string{"debootstrap", "depmod"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: run `lanes-vmlane --install`", tool)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	root, err := ModuleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := ListPackages(ctx, root, []string{"./internal/vmlane/testdata/systemd", "./internal/vmlane/testdata/guest"})
+	if err != nil || len(pkgs) != 2 {
+		t.Fatalf("list guest packages: %v %v", pkgs, err)
+	}
+	bin := t.TempDir()
+	bins, failed, err := BuildTests(ctx, root, pkgs, bin)
+	if err != nil || len(failed) > 0 {
+		t.Fatalf("build guest tests: %v %v", failed, err)
+	}
+	lanes, err := BuildLanes(ctx, root, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consoles := t.TempDir()
+	o := Options{
+		ConsoleDir: consoles,
+		Kernels:    []string{SystemdColumn}, Cache: "/var/cache/lanes-vmlane", Root: root, Binaries: bins, Lanes: lanes,
+		Mirrors:  SystemMirrors("/etc/apt"),
+		QEMU:     QEMU{Binary: "qemu-system-x86_64", MemMB: 512, CPUs: 2, Timeout: 8 * time.Minute},
+		Modules:  DefaultModules,
+		TestArgs: []string{"-test.timeout=5m"},
+		Logf:     t.Logf,
+	}
+	runs := Run(ctx, o)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	r := runs[0]
+	if len(r.Failures) > 0 {
+		t.Errorf("failures: %q", r.Failures)
+	}
+	if !strings.HasPrefix(r.Release, "6.1.") {
+		t.Errorf("release %q, want 6.1.x", r.Release)
+	}
+	if r.Info["pid1"] != "systemd" || !strings.HasPrefix(r.Info["systemd"], "systemd ") {
+		t.Errorf("pid1 %q, systemd %q; want systemd as PID 1", r.Info["pid1"], r.Info["systemd"])
+	}
+	byPkg := map[string]PackageResult{}
+	for _, p := range r.Packages {
+		byPkg[p.Package] = p
+	}
+	sd, guest := byPkg["internal/vmlane/testdata/systemd"], byPkg["internal/vmlane/testdata/guest"]
+	if len(sd.Tests) != 1 || sd.Tests[0].Name != "TestSystemdGuest" || sd.Tests[0].Outcome != Pass || sd.ExitCode != 0 {
+		t.Errorf("systemd package: %+v", sd)
+	}
+	if len(guest.Tests) != 0 || guest.ExitCode != 0 {
+		t.Errorf("guest package ran %+v despite -test.run=%s", guest.Tests, SystemdDefaultRun)
+	}
+	if !strings.Contains(r.Info["controllers"], "cpu") || !strings.Contains(r.Info["controllers"], "memory") {
+		t.Errorf("guest facts %v", r.Info)
+	}
+	// The doctor's markers came through; whether lanes works under
+	// systemd is for the lanes tests to say.
+	if r.Doctor == nil || r.DoctorRC < 0 {
+		t.Errorf("lanes doctor: rc %d, %d lines", r.DoctorRC, len(r.Doctor))
+	}
+	if _, err := os.Stat(filepath.Join(consoles, "console-systemd.log")); err != nil {
+		t.Errorf("console log not kept: %v", err)
+	}
+	for _, tm := range r.Timings {
+		t.Logf("timing %s %.1fs", tm.Step, tm.Seconds)
+	}
+	t.Logf("guest: %s; uptime at tests %s, at end %s; controllers %q; subtree_control %q; state %q",
+		r.Info["systemd"], r.Info["uptime-at-init"], r.Info["uptime-at-end"], r.Info["controllers"], r.Info["subtree_control"], r.Info["system-state"])
+}

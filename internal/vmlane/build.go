@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Package is a package of the module with tests.
@@ -126,4 +127,28 @@ func goCmd(ctx context.Context, dir string, env []string, args ...string) (strin
 		return string(out), fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, msg)
 	}
 	return string(out), nil
+}
+
+// BuildDeb builds the lanes Debian package with the checkout's own
+// dist/deb into out and returns its path.
+func BuildDeb(ctx context.Context, root, out string) (string, error) {
+	script := filepath.Join(root, "dist", "deb")
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("lanes .deb: %w", err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", fmt.Errorf("lanes .deb: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, script, out)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("dist/deb %s: %w: %s", out, err, lastLines(string(b), 8))
+	}
+	debs, _ := filepath.Glob(filepath.Join(out, "lanes_*.deb"))
+	if len(debs) != 1 {
+		return "", fmt.Errorf("dist/deb %s: wrote %d lanes_*.deb files, want 1", out, len(debs))
+	}
+	return debs[0], nil
 }

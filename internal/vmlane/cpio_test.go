@@ -94,6 +94,48 @@ func TestWriteCpio(t *testing.T) {
 	}
 }
 
+// TestTreeOwnerAndMode checks that Chown and Chmod reach the archive's
+// headers (uid, gid, and mode with setuid and sticky bits) and that
+// Chmod keeps the entry's type.
+func TestTreeOwnerAndMode(t *testing.T) {
+	tr := Tree{}
+	tr.File("usr/bin/chage", 0o755, []byte("x"))
+	tr.Chmod("usr/bin/chage", 0o2755)
+	tr.Chown("usr/bin/chage", 0, 42)
+	tr.Dir("tmp")
+	tr.Chmod("tmp", 0o1777)
+	tr.Chown("nothing/here", 1, 1) // no entry: nothing happens
+	var buf bytes.Buffer
+	if _, err := tr.WriteCpio(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr["nothing/here"]; ok {
+		t.Error("Chown added an entry")
+	}
+	header := func(name string) (mode, uid, gid uint64) {
+		b := buf.Bytes()
+		i := bytes.Index(b, []byte(name+"\x00"))
+		if i < 110 {
+			t.Fatalf("%s not in the archive", name)
+		}
+		h := b[i-110 : i]
+		f := func(n int) uint64 {
+			v, err := strconv.ParseUint(string(h[6+8*n:14+8*n]), 16, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		return f(1), f(2), f(3)
+	}
+	if mode, uid, gid := header("usr/bin/chage"); mode != modeFile|0o2755 || uid != 0 || gid != 42 {
+		t.Errorf("usr/bin/chage: mode %o uid %d gid %d, want %o 0 42", mode, uid, gid, modeFile|0o2755)
+	}
+	if mode, _, _ := header("tmp"); mode != modeDir|0o1777 {
+		t.Errorf("tmp: mode %o, want %o", mode, modeDir|0o1777)
+	}
+}
+
 func TestBzImagePayload(t *testing.T) {
 	xz := []byte{0xfd, '7', 'z', 'X', 'Z', 0, 1, 2, 3, 4, 5, 6}
 	tests := []struct {

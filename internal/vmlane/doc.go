@@ -16,6 +16,18 @@
 // LANES_EMULATED=1 and runs each binary with -test.v from its package
 // directory; the console output is parsed on the host.
 //
+// The systemd column (SystemdColumn) boots bookworm's kernel with a real
+// Debian bookworm system instead: a root filesystem built once with
+// debootstrap (minbase plus systemd, dbus, udev, iproute2, kmod, ...) and
+// cached, the kernel's network, block and filesystem modules with depmod's
+// indexes, the tests, the lanes CLI and the lanes .deb, all in one
+// initramfs that the kernel runs systemd from as PID 1 (rdinit=). systemd
+// sets up cgroup v2 as on a user's machine; vmlane-tests.service runs the
+// binaries after multi-user.target with LANES_SYSTEMD_GUEST=1 and
+// LANES_DEB, prints the same markers on the serial console, and powers
+// off. Only tests matching -test.run=Systemd run there unless the run
+// names its own.
+//
 // A test that skips with "missing kernel feature: X" (testutil.RequireFeature)
 // is checked against the kernel's config: a skip for a feature the config
 // enables is a failure.

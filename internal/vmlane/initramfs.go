@@ -127,13 +127,27 @@ func BuildInitramfs(ctx context.Context, g Guest, k *Kernel, scratch, out string
 		return rep, 0, err
 	}
 
+	if err := addTests(t, g); err != nil {
+		return rep, 0, err
+	}
+	n, err := writeCpioFile(t, out)
+	return rep, n, err
+}
+
+// addTests places what every guest runs: each test binary in a copy of
+// its package directory under /t (with its testdata), their list in
+// /etc/vmlane/tests (package, directory, binary; tab-separated), the
+// arguments for every binary in /etc/vmlane/testargs, the host
+// directories the tests read, and the lanes CLI as
+// /usr/local/bin/lanes.
+func addTests(t Tree, g Guest) error {
 	var list strings.Builder
 	for _, b := range g.Binaries {
 		dir := path.Join("t", b.Package)
 		name := path.Base(b.Path)
 		t.Copy(path.Join(dir, name), 0o755, b.Path)
 		if err := addPackageFiles(t, b.Dir, dir); err != nil {
-			return rep, 0, err
+			return err
 		}
 		fmt.Fprintf(&list, "%s\t/%s\t%s\n", b.Package, dir, name)
 	}
@@ -141,22 +155,26 @@ func BuildInitramfs(ctx context.Context, g Guest, k *Kernel, scratch, out string
 	t.File("etc/vmlane/testargs", 0o644, []byte(strings.Join(g.TestArgs, "\n")+"\n"))
 	for _, d := range g.HostDirs {
 		if err := addHostDir(t, d); err != nil {
-			return rep, 0, err
+			return err
 		}
 	}
 	if g.Lanes != "" {
 		t.Copy("usr/local/bin/lanes", 0o755, g.Lanes)
 	}
+	return nil
+}
 
+// writeCpioFile writes t as a cpio archive to out and returns its size.
+func writeCpioFile(t Tree, out string) (int64, error) {
 	f, err := os.Create(out)
 	if err != nil {
-		return rep, 0, fmt.Errorf("initramfs: %w", err)
+		return 0, fmt.Errorf("initramfs: %w", err)
 	}
 	n, err := t.WriteCpio(f)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("initramfs: %w", cerr)
 	}
-	return rep, n, err
+	return n, err
 }
 
 func checkStatic(p string) error {
@@ -292,25 +310,9 @@ func modName(file string) string {
 // modules.dep for busybox modprobe; the init loads them in order.
 func addModules(ctx context.Context, t Tree, k *Kernel, want []string, scratch string) (ModuleReport, error) {
 	var rep ModuleReport
-	files := map[string]string{} // module name -> path relative to ModulesDir
-	err := filepath.WalkDir(filepath.Join(k.ModulesDir, "kernel"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && moduleExt.MatchString(p) {
-			rel, _ := filepath.Rel(k.ModulesDir, p)
-			files[modName(p)] = rel
-		}
-		return nil
-	})
+	files, builtin, err := scanModules(k) // module name -> path relative to ModulesDir
 	if err != nil {
-		return rep, fmt.Errorf("modules of %s: %w", k.Release, err)
-	}
-	builtin := map[string]bool{}
-	if data, err := os.ReadFile(filepath.Join(k.ModulesDir, "modules.builtin")); err == nil {
-		for _, l := range strings.Fields(string(data)) {
-			builtin[modName(l)] = true
-		}
+		return rep, err
 	}
 	deps := map[string][]string{}
 	var order []string

@@ -12,8 +12,10 @@ import (
 // inside one.
 const SelfRel = "internal/vmlane"
 
-// InstallPackages are the Debian packages the lane needs on the host.
-var InstallPackages = []string{"qemu-system-x86", "busybox-static", "iproute2", "xz-utils", "zstd"}
+// InstallPackages are the Debian packages the lane needs on the host
+// (debootstrap builds the systemd guest's root filesystem, kmod's depmod
+// indexes its modules).
+var InstallPackages = []string{"qemu-system-x86", "busybox-static", "iproute2", "xz-utils", "zstd", "debootstrap", "kmod"}
 
 // ModuleRoot returns the directory of the Go module the command runs in
 // (the lanes repository, whose packages the lane builds).

@@ -199,9 +199,13 @@ func WriteMarkdown(w io.Writer, runs []*KernelRun) {
 			fmt.Fprintf(w, "- host: cgroup v2 controllers: %s\n", strings.Join(r.Facts.Controllers, " "))
 			continue
 		}
-		fmt.Fprintf(w, "- %s: loaded %s; built in %s; absent %s; cgroup v2 controllers: %s; sched_ext: %s; guest memory used %s kB\n",
+		sd := ""
+		if v := r.Info["systemd"]; v != "" { // the systemd column
+			sd = fmt.Sprintf("; PID 1 %s (%s), root subtree_control: %s", r.Info["pid1"], v, r.Info["subtree_control"])
+		}
+		fmt.Fprintf(w, "- %s: loaded %s; built in %s; absent %s; cgroup v2 controllers: %s%s; sched_ext: %s; guest memory used %s kB\n",
 			r.Kernel, list(r.Modules.Loaded), list(r.Modules.Builtin), list(r.Modules.Missing),
-			r.Info["controllers"], r.Info["sched_ext"], r.Info["mem-used-kb"])
+			r.Info["controllers"], sd, r.Info["sched_ext"], r.Info["mem-used-kb"])
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Timings (seconds of wall time):")

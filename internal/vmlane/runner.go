@@ -14,9 +14,14 @@ import (
 	"time"
 )
 
+// Columns are the matrix's columns, by the names --kernels takes: this
+// machine, the kernels of Specs under the busybox init, and the systemd
+// guest (bookworm's kernel and root filesystem, systemd as PID 1).
+var Columns = []string{"host", "bookworm", "7x", SystemdColumn}
+
 // Options configure a matrix run.
 type Options struct {
-	Kernels  []string         // "host" and names of Specs
+	Kernels  []string         // names of Columns
 	Cache    string           // downloads, unpacked kernels, builds
 	Root     string           // module root
 	Binaries []Binary         // the test binaries
@@ -45,9 +50,9 @@ type Options struct {
 
 // KernelRun is the outcome of the tests on one kernel.
 type KernelRun struct {
-	Kernel   string // "host", "bookworm", "7x"
+	Kernel   string // a column: "host", "bookworm", "7x", "systemd"
 	Release  string
-	Source   string // the Debian suite and version, or "this machine"
+	Source   string // the Debian suite and version (and systemd's, in the systemd column), or "this machine"
 	Packages []PackageResult
 	Checks   map[string]SkipCheck // by "package TestName", for skips
 	Doctor   []string
@@ -89,9 +94,12 @@ func Run(ctx context.Context, o Options) []*KernelRun {
 	one := func(i int) {
 		name, start := o.Kernels[i], time.Now()
 		var r *KernelRun
-		if name == "host" {
+		switch name {
+		case "host":
 			r = runHost(ctx, o)
-		} else {
+		case SystemdColumn:
+			r = runSystemd(ctx, o)
+		default:
 			r = runVM(ctx, o, name)
 		}
 		r.timed("total", start)
@@ -127,7 +135,7 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	r := &KernelRun{Kernel: name, DoctorRC: -1}
 	spec, ok := Specs[name]
 	if !ok {
-		r.Failures = append(r.Failures, fmt.Sprintf("unknown kernel %q (known: host, bookworm, 7x)", name))
+		r.Failures = append(r.Failures, fmt.Sprintf("unknown kernel %q (known: %s)", name, strings.Join(Columns, ", ")))
 		return r
 	}
 	unlock, err := lockCache(o.Cache)
@@ -135,36 +143,13 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 		r.Failures = append(r.Failures, err.Error())
 		return r
 	}
+	k, vmlinux, err := prepareKernel(ctx, o, r, spec)
+	if err != nil {
+		unlock()
+		r.Failures = append(r.Failures, err.Error())
+		return r
+	}
 	t := time.Now()
-	k, ok := o.Resolved[name]
-	if !ok {
-		k, err = Resolve(ctx, spec, o.Mirrors, o.Cache, o.Logf)
-		r.timed("resolve+download+unpack", t)
-		if err != nil {
-			unlock()
-			r.Failures = append(r.Failures, err.Error())
-			return r
-		}
-	}
-	r.Release, r.Source = k.Release, k.Suite+" "+k.Version
-	if k.ConfigPath != "" {
-		if cfg, err := ReadConfigFile(k.ConfigPath); err == nil {
-			r.Facts.Config = cfg
-		} else {
-			o.Logf("%s: %v", name, err)
-		}
-	}
-	vmlinux := filepath.Join(filepath.Dir(k.Root), "vmlinux")
-	if _, err := os.Stat(vmlinux); err != nil {
-		t = time.Now()
-		if err := ExtractVmlinux(ctx, k.Vmlinuz, vmlinux); err != nil {
-			unlock()
-			r.Failures = append(r.Failures, err.Error())
-			return r
-		}
-		r.timed("extract vmlinux", t)
-	}
-	t = time.Now()
 	initrd := filepath.Join(o.work, "initramfs-"+name+".cpio")
 	g := Guest{Busybox: o.Busybox, Tools: o.Tools, Binaries: o.Binaries, Lanes: o.Lanes, Modules: o.Modules, TestArgs: o.TestArgs, HostDirs: o.HostDirs}
 	rep, size, err := BuildInitramfs(ctx, g, k, filepath.Join(o.Cache, "modules"), initrd)
@@ -180,8 +165,50 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	if need := 384 + int(2*size>>20); need > q.MemMB {
 		q.MemMB = min(need, 4096)
 	}
+	bootAndParse(ctx, o, r, q, k, vmlinux, initrd, size)
+	return r
+}
+
+// prepareKernel resolves the kernel of spec (unless o.Resolved has it),
+// reads its config into r and extracts its vmlinux for PVH boot. The
+// caller holds the cache lock.
+func prepareKernel(ctx context.Context, o Options, r *KernelRun, spec KernelSpec) (*Kernel, string, error) {
+	t := time.Now()
+	k, ok := o.Resolved[spec.Name]
+	if !ok {
+		var err error
+		k, err = Resolve(ctx, spec, o.Mirrors, o.Cache, o.Logf)
+		r.timed("resolve+download+unpack", t)
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	r.Release, r.Source = k.Release, k.Suite+" "+k.Version
+	if k.ConfigPath != "" {
+		if cfg, err := ReadConfigFile(k.ConfigPath); err == nil {
+			r.Facts.Config = cfg
+		} else {
+			o.Logf("%s: %v", r.Kernel, err)
+		}
+	}
+	vmlinux := filepath.Join(filepath.Dir(k.Root), "vmlinux")
+	if _, err := os.Stat(vmlinux); err != nil {
+		t = time.Now()
+		if err := ExtractVmlinux(ctx, k.Vmlinuz, vmlinux); err != nil {
+			return nil, "", err
+		}
+		r.timed("extract vmlinux", t)
+	}
+	return k, vmlinux, nil
+}
+
+// bootAndParse boots vmlinux with initrd, keeps the console, and fills r
+// from what the guest printed: the test binaries' results, lanes doctor,
+// the guest's facts, and the failures of the run itself.
+func bootAndParse(ctx context.Context, o Options, r *KernelRun, q QEMU, k *Kernel, vmlinux, initrd string, size int64) Console {
+	name := r.Kernel
 	o.Logf("%s: booting %s (initramfs %.1f MB, %d MB RAM, %d vCPU, TCG, timeout %s)", name, k.Release, float64(size)/1e6, q.MemMB, q.CPUs, q.Timeout)
-	t = time.Now()
+	t := time.Now()
 	out, bootErr := q.Boot(ctx, vmlinux, initrd, o.Console)
 	r.timed("qemu", t)
 	if o.ConsoleDir != "" {
@@ -191,6 +218,7 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	}
 	c := ParseConsole(out)
 	r.Packages, r.Doctor, r.DoctorRC, r.Info = c.Packages, c.Doctor, c.DoctorRC, c.Info
+	var err error
 	if r.Mechs, err = ParseDoctorJSON(c.DoctorJSON); err != nil {
 		o.Logf("%s: %v", name, err)
 	}
@@ -211,7 +239,7 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 	if len(c.Packages) < len(o.Binaries) && bootErr == nil {
 		r.Failures = append(r.Failures, fmt.Sprintf("only %d of %d test binaries reported", len(c.Packages), len(o.Binaries)))
 	}
-	return r
+	return c
 }
 
 // runHost runs the same binaries on this machine's kernel, each from its

@@ -19,7 +19,8 @@ import (
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lanes-vmlane", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kernels := fs.String("kernels", "host,bookworm,7x", "kernels to test: host (this machine), bookworm (Debian 6.1), 7x (trixie-backports or sid)")
+	kernels := fs.String("kernels", "host,bookworm,7x", "kernels to test: host (this machine), bookworm (Debian 6.1), 7x (trixie-backports or sid), "+
+		vmlane.SystemdColumn+" (bookworm's kernel booting systemd as PID 1 from a debootstrapped bookworm root filesystem, with the lanes .deb; runs only tests matching -test.run="+vmlane.SystemdDefaultRun+" unless --run is given)")
 	cache := fs.String("cache", "/var/cache/lanes-vmlane", "cache for kernel packages, unpacked kernels and builds")
 	timeout := fs.Duration("timeout", 600*time.Second, "limit for each kernel's test run (QEMU is killed after it)")
 	pkgs := fs.String("pkgs", "./...", "comma-separated package patterns")
@@ -27,8 +28,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	install := fs.Bool("install", false, "apt-get install what the lane needs ("+strings.Join(vmlane.InstallPackages, " ")+") first")
 	report := fs.String("report", "", "write the matrix as Markdown to this file")
 	console := fs.Bool("console", false, "echo each guest's console to stderr as it runs")
-	run := fs.String("run", "", "only tests matching this regexp (-test.run)")
-	mem := fs.Int("mem", 1024, "guest memory in MB (raised when the initramfs is large)")
+	run := fs.String("run", "", "only tests matching this regexp (-test.run); without it the "+vmlane.SystemdColumn+" column runs only tests matching "+vmlane.SystemdDefaultRun)
+	mem := fs.Int("mem", 1024, "guest memory in MB (raised when the initramfs is large; the "+vmlane.SystemdColumn+" guest gets 1.5 GB plus twice its initramfs, at most 4 GB)")
 	hostDirs := fs.String("host-dirs", "", "comma-separated host directories the tests read by absolute path, copied into each guest at the same path")
 	parallel := fs.Int("parallel", 1, "VMs to boot at once (each uses one host core; the host lane always runs alone)")
 	if err := fs.Parse(args); err != nil {

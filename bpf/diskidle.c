@@ -129,8 +129,13 @@ int BPF_PROG(diskidle_bio_queue, struct bio *bio)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 blkcg_id = BPF_CORE_READ(bio, bi_blkg, blkcg, css.cgroup, kn, id);
 	__u64 cur_id = bpf_get_current_cgroup_id();
+	// Lane groups sit at the top of the v2 tree (level 1): the task's
+	// ancestor there is its lane also where its own group is below it
+	// (under systemd, the lane's scope in the lane's slice).
+	__u64 top_id = bpf_get_current_ancestor_cgroup_id(1);
 	if ((blkcg_id && bpf_map_lookup_elem(&bg_cgroups, &blkcg_id)) ||
-	    bpf_map_lookup_elem(&bg_cgroups, &cur_id)) {
+	    bpf_map_lookup_elem(&bg_cgroups, &cur_id) ||
+	    (top_id && bpf_map_lookup_elem(&bg_cgroups, &top_id))) {
 		st->last_bg_ns = now;
 		return 0;
 	}

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/godbus/dbus/v5 v5.2.4
 	github.com/google/cel-go v0.31.0
 	github.com/mdlayher/netlink v1.11.2
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -92,6 +92,7 @@ var depRules = []struct {
 			{mod + "monitor", "through enforce: the process tree a move takes along"},
 			{mod + "state", "through enforce: a daemon-less run records what it changes (in paths.RunDir, tmpfs) before it changes it, like lanesd"},
 			{mod + "internal/cgroup", "through enforce: the lane's groups; and the hierarchy `lanes doctor` reports"},
+			{mod + "internal/systemd", "through enforce: where systemd owns the cgroup tree a daemon-less run's lane is a slice and scope made over D-Bus; and the placement `lanes doctor` reports"},
 			{mod + "internal/procfs", "through enforce and monitor: /proc/PID fields"},
 			{mod + "internal/paths", "the default config file a daemon-less run reads, and where it keeps its records"},
 			{mod + "internal/rate", "the config's rates (through lane) and the testbed's link rates: one parser, tc's units"},

@@ -67,6 +67,17 @@ type MoveRequest struct {
 type MoveResponse struct {
 	Lane  string `json:"lane"`
 	Moved []int  `json:"moved"`
+	// Units are the systemd scopes moved whole, where systemd owns the
+	// cgroup tree: a requested process's scope goes with all its
+	// processes (not a login session's, nor the caller's own).
+	Units []MovedUnit `json:"units,omitempty"`
+}
+
+// MovedUnit is a systemd scope a move took whole.
+type MovedUnit struct {
+	Unit  string `json:"unit"`
+	PID   int    `json:"pid"`   // the requested process in it
+	Procs int    `json:"procs"` // the processes it held
 }
 
 // CPUSettings of a lane on the wire.

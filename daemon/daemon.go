@@ -439,10 +439,7 @@ func (d *Daemon) restore() error {
 // laneOfGroup returns the lane name of a lanes cgroup path ("" if the path
 // is not a lanes group).
 func laneOfGroup(path string) string {
-	first := strings.TrimPrefix(path, "/")
-	if i := strings.IndexByte(first, '/'); i >= 0 {
-		first = first[:i]
-	}
+	first := cgroup.GroupOfPath(path)
 	if rest, ok := strings.CutPrefix(first, enforce.RunGroupPrefix); ok {
 		if i := strings.IndexByte(rest, '-'); i >= 0 {
 			return rest[i+1:]

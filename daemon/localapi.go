@@ -262,7 +262,20 @@ func (d *Daemon) move(r *http.Request) (resp api.MoveResponse, laneName string, 
 	if !c.IsRoot() {
 		check = moveCheck(cfg, l, c.UID)
 	}
-	moved, err := d.engine.MoveChecked(req.PIDs, l, "move", check)
+	check = keepServices(d.engine, l, c.PID, check)
+	// A requested process's scope moves whole (not the caller's own: lanes
+	// run must not take the caller's terminal along).
+	var asked, self []int
+	for _, pid := range req.PIDs {
+		if pid == c.PID {
+			self = append(self, pid)
+		} else {
+			asked = append(asked, pid)
+		}
+	}
+	pids, units := d.engine.WithUnits(asked)
+	pids = append(pids, self...)
+	moved, err := d.engine.MoveChecked(pids, l, "move", check)
 	if err != nil {
 		var f *forbidden
 		if errors.As(err, &f) {
@@ -274,7 +287,32 @@ func (d *Daemon) move(r *http.Request) (resp api.MoveResponse, laneName string, 
 		return resp, l.Name, api.Errorf(api.CodeInternal, "%v (nothing was moved)", err)
 	}
 	d.logf("api: uid %d moved %v to %s", c.UID, moved, l.Name)
-	return api.MoveResponse{Lane: l.Name, Moved: moved}, l.Name, nil
+	resp = api.MoveResponse{Lane: l.Name, Moved: moved}
+	for _, u := range units {
+		d.logf("api: moved the whole unit %s (%d processes) with process %d to %s", u.Unit, u.Procs, u.PID, l.Name)
+		resp.Units = append(resp.Units, api.MovedUnit{Unit: u.Unit, PID: u.PID, Procs: u.Procs})
+	}
+	return resp, l.Name, nil
+}
+
+// keepServices adds to check, where systemd owns the cgroup tree, the
+// refusal to take a process out of its systemd service (see
+// enforce.ServiceOf), except for the caller's own tree: a process that
+// asks to move itself (lanes run, an application choosing its lane) has
+// chosen to leave its unit.
+func keepServices(e *enforce.Engine, l *lane.Lane, callerPID int, check enforce.Check) enforce.Check {
+	if e.H.Units == nil {
+		return check
+	}
+	return func(p enforce.Candidate) error {
+		if svc := e.ServiceOf(p.From); svc != "" && p.Root != callerPID {
+			return &forbidden{(&enforce.SplitError{PID: p.PID, Service: svc, Lane: l.Name}).Error()}
+		}
+		if check != nil {
+			return check(p)
+		}
+		return nil
+	}
 }
 
 // forbidden is a move check's refusal.

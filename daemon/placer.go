@@ -339,6 +339,9 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int, rd *procfs.Reader) {
 				if len(pr.Descendants) > 0 {
 					s += fmt.Sprintf(" with %v", pr.Descendants)
 				}
+				if pr.Unit != "" {
+					s += " (the whole unit " + pr.Unit + ")"
+				}
 				shown = append(shown, s)
 			}
 		}

@@ -232,6 +232,11 @@ func laneOf(t *testing.T, pid int) string {
 	if !ok {
 		p = m.V2
 	}
+	if strings.HasPrefix(p, "/"+cgroup.SlicePrefix) {
+		// Under systemd: /lanes_<lane>.slice/lanes_<lane>.scope is the
+		// lane's group, lanes-<lane>.
+		return cgroup.GroupOfPath(p)
+	}
 	return strings.TrimPrefix(p, "/")
 }
 

@@ -123,7 +123,7 @@ func TestSystemdNotify(t *testing.T) {
 		return ready
 	})
 
-	p := spawn(t, nil, "sleep", "60")
+	p := spawnMovable(t, "sleep", "60")
 	if r := e.lanes("move", strconv.Itoa(p.Process.Pid), "background"); r.code != 0 {
 		t.Fatal(r.stderr)
 	}

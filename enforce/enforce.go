@@ -40,6 +40,10 @@ type Engine struct {
 	// "lanes-<lane>"; a daemon-less `lanes run` a private group).
 	groupName func(laneName string) string
 
+	// placement says how groups are made (systemd units or cgroupfs) and
+	// why, for doctor.
+	placement features.Mechanism
+
 	mu  sync.Mutex
 	net Net
 
@@ -104,6 +108,12 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	placement := usePlacement(h, logf)
+	if h.Units != nil {
+		// systemd keeps the root's subtree_control as its units need it:
+		// what Detect enabled there is not lanes' to disable on stop.
+		h.Enabled = nil
+	}
 	for _, c := range h.Enabled {
 		if err := opts.Store.Put(state.KindSubtree, c, h.V2Root); err != nil {
 			return nil, err
@@ -121,7 +131,7 @@ func New(opts Options) (*Engine, error) {
 	if gn == nil {
 		gn = func(l string) string { return cgroup.Prefix + l }
 	}
-	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}, tuned: map[string]cpuTune{}, procs: map[string]*cgroup.Procs{}}, nil
+	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, placement: placement, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}, tuned: map[string]cpuTune{}, procs: map[string]*cgroup.Procs{}}, nil
 }
 
 // SetNet turns network classification on (n != nil) or off.
@@ -148,7 +158,7 @@ func (e *Engine) Mechanisms() []features.Mechanism {
 	if e.H.Via != "" {
 		grouping.Reason += "; reached through " + e.H.Via + ": this mount namespace hides /sys/fs/cgroup (lanesd started by `ip netns exec`?)"
 	}
-	return []features.Mechanism{grouping, e.CPU.Mechanism(), e.Disk.Mechanism()}
+	return []features.Mechanism{grouping, e.placement, e.CPU.Mechanism(), e.Disk.Mechanism()}
 }
 
 // Group returns the cgroup of a lane.
@@ -532,11 +542,8 @@ func (e *Engine) rootMembership() cgroup.Membership {
 func (e *Engine) inLaneGroup(m cgroup.Membership) bool {
 	prefix := e.groupName("")
 	ours := func(path string) bool {
-		first := strings.TrimPrefix(path, "/")
-		if i := strings.IndexByte(first, '/'); i >= 0 {
-			first = first[:i]
-		}
-		if !strings.HasPrefix(first, prefix) {
+		first := cgroup.GroupOfPath(path)
+		if first == "" || !strings.HasPrefix(first, prefix) {
 			return false
 		}
 		return prefix != cgroup.Prefix || !isPrivateRunGroup(first)
@@ -555,7 +562,7 @@ func (e *Engine) inLaneGroup(m cgroup.Membership) bool {
 // inGroup reports whether a membership puts the process in g (checked in
 // the hierarchy that carries the lane: v1 cpu where there is one, else v2).
 func (e *Engine) inGroup(m cgroup.Membership, g cgroup.Group) bool {
-	want := "/" + g.Name()
+	want := g.MemberPath()
 	if p, ok := m.V1[cgroup.CPU]; ok && e.H.CPURoot != "" {
 		return p == want
 	}

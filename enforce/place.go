@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -30,8 +32,10 @@ type Placed struct {
 	// Err is why it was not placed; wraps ErrNoProcess when it exited.
 	Err error
 	// Descendants are children it had forked before it joined, moved
-	// after it.
+	// after it, and, where systemd owns the tree, the other processes of
+	// the scope it was in (Unit), which moves whole.
 	Descendants []int
+	Unit        string
 }
 
 // PlaceBatch puts many new processes into lane l at the cost of few
@@ -63,6 +67,10 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 		out[i].PID = p.PID
 		if e.inLaneGroup(p.From) {
 			out[i].Err = fmt.Errorf("process %d is in a lane already (%+v)", p.PID, p.From)
+			continue
+		}
+		if svc := e.ServiceOf(p.From); svc != "" {
+			out[i].Err = &SplitError{PID: p.PID, Service: svc, Lane: l.Name}
 			continue
 		}
 		tids[i] = []int{p.PID}
@@ -183,6 +191,27 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 			}
 		}
 	}
+	// Under systemd the scope it left goes whole (see WithUnits): the
+	// processes still in it follow.
+	for i, p := range ps {
+		if out[i].Err != nil {
+			continue
+		}
+		unit, peers := e.scopePeers(p.From)
+		if unit == "" || len(peers) == 0 {
+			continue
+		}
+		if moved, err := e.Move(peers, l, p.Why); err == nil {
+			for _, m := range moved {
+				if m != p.PID && !slices.Contains(out[i].Descendants, m) {
+					out[i].Descendants = append(out[i].Descendants, m)
+				}
+			}
+			out[i].Unit = unit
+		} else if !errors.Is(err, ErrNoProcess) {
+			errs = append(errs, fmt.Errorf("the rest of %s, which %d left: %w", unit, p.PID, err))
+		}
+	}
 	e.mu.Lock()
 	n := e.net
 	e.mu.Unlock()
@@ -214,9 +243,10 @@ func (e *Engine) ensureCached(l *lane.Lane) (cgroup.Group, error) {
 
 // ForgetExited drops the records of the processes in pids, which the
 // kernel reported as exited (the proc connector's exit event comes after
-// the process became a zombie), in one transaction. A record whose start
-// time is not known in memory is checked against /proc first, as Forget
-// does.
+// the process became a zombie), in one transaction. Each is checked
+// against /proc first: an exec from a thread other than the leader
+// reports the leader's exit under the process's PID, and the process
+// lives on.
 func (e *Engine) ForgetExited(pids []int) error {
 	var keys []string
 	var lanes []string
@@ -236,9 +266,13 @@ func (e *Engine) ForgetExited(pids []int) error {
 				continue
 			}
 			m = recMeta{start: r.StartTime, lane: r.Lane}
-			if alive(pid, m.start) {
-				continue
-			}
+		}
+		// The kernel reports a process's exit also when a thread other
+		// than the leader execs (the leader is released, and the exec'ing
+		// thread goes on under its PID): a Go program such as lanes run
+		// exec's from any thread. Such a process is still alive.
+		if alive(pid, m.start) {
+			continue
 		}
 		e.dropRecorded(pid)
 		keys = append(keys, strconv.Itoa(pid))
@@ -305,7 +339,11 @@ func (e *Engine) addProc(g cgroup.Group, pid int) error {
 		if w, err = g.OpenProcs(); err != nil {
 			w = nil
 		}
-		e.procs[g.Name()] = w
+		// Under systemd the scope is not there before its first process
+		// (AddProc starts it): open its files next time.
+		if w != nil || !errors.Is(err, os.ErrNotExist) {
+			e.procs[g.Name()] = w
+		}
 	}
 	e.mu.Unlock()
 	if w == nil {

@@ -204,3 +204,31 @@ func TestPlaceBatchCrashBeforeFlush(t *testing.T) {
 		t.Errorf("process %d after the stop: I/O class still idle", pid)
 	}
 }
+
+// An exit reported for a process that lives on (the kernel reports the
+// leader's exit when another thread execs, and the process goes on under
+// its PID) keeps its record; a real exit drops it.
+func TestForgetExitedKeepsLiveProcesses(t *testing.T) {
+	e := testEngine(t)
+	l := lane.Default().Lanes[lane.Background]
+	child := testutil.StartChild(t, "sleep 30s")
+	if _, err := e.Move([]int{child.PID()}, l, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ForgetExited([]int{child.PID()}); err != nil {
+		t.Fatal(err)
+	}
+	recs := mustRecords(t, e)
+	if _, ok := recs[child.PID()]; !ok {
+		t.Fatalf("the record of live process %d was dropped on an exit event", child.PID())
+	}
+	child.Cmd.Process.Kill()
+	child.Cmd.Wait()
+	if err := e.ForgetExited([]int{child.PID()}); err != nil {
+		t.Fatal(err)
+	}
+	var rec ProcRecord
+	if err := e.store.Get(state.KindProc, strconv.Itoa(child.PID()), &rec); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("the record of exited process %d is still there: %+v, %v", child.PID(), rec, err)
+	}
+}

@@ -30,6 +30,10 @@ func Probe() ([]features.Mechanism, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe disk: %w", err)
 	}
-	e := &Engine{H: h, CPU: ce, Disk: de}
+	placement := usePlacement(h, func(string, ...any) {})
+	if m, ok := h.Units.(interface{ Close() }); ok {
+		m.Close() // asked only whether systemd answers
+	}
+	e := &Engine{H: h, CPU: ce, Disk: de, placement: placement}
 	return e.Mechanisms(), nil
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +13,12 @@ import (
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/internal/netprobe"
 )
+
+// init keeps main on the process's first thread, so that lanes run's exec
+// comes from it: an exec from another thread makes the kernel report the
+// first thread's exit under the process's PID, as if the command had
+// exited.
+func init() { runtime.LockOSThread() }
 
 func main() {
 	os.Exit(cli.Run(os.Args[1:], cli.Options{

@@ -42,6 +42,9 @@ const (
 	V2    = ""
 	CPU   = "cpu"
 	Blkio = "blkio"
+	// Members is the directory that holds the processes (the v1 cpu
+	// group, the scope under systemd, else the v2 group): for cgroup.procs.
+	Members = "members"
 )
 
 // Hierarchy is the set of cgroup filesystems lanes works in. Roots are
@@ -62,6 +65,30 @@ type Hierarchy struct {
 	// reached another mount namespace's when this one has none (lanesd
 	// started by `ip netns exec`, which remounts /sys).
 	Via string
+	// Units is systemd's unit manager where systemd owns the cgroup tree
+	// (set by the caller after Detect, on unified hosts only): each group
+	// is then a slice with a scope for its processes, created and stopped
+	// through it. nil: lanes creates its groups in cgroupfs itself.
+	Units Units
+}
+
+// Units is what lanes asks of systemd where systemd owns the cgroup tree:
+// a program may not create cgroups there, nor move processes out of their
+// units into groups of its own. internal/systemd implements it over D-Bus.
+type Units interface {
+	// EnsureSlice starts the transient slice unless it is active; created
+	// says it was not.
+	EnsureSlice(slice string) (created bool, err error)
+	// StartScope starts a transient scope in slice holding pid.
+	StartScope(scope, slice string, pid int) error
+	// Stop stops a unit and waits until it is; a unit systemd does not
+	// know is not an error.
+	Stop(unit string) error
+	// SetCgroupFile sets, at run time, the unit property that systemd
+	// writes to a cgroup file, so that systemd keeps value there (it
+	// writes its own on every daemon-reload). ok is false where systemd
+	// has no property for the file.
+	SetCgroupFile(unit, file, value string) (ok bool, err error)
 }
 
 // Prefix starts the name of every cgroup lanes creates for a lane.
@@ -172,13 +199,31 @@ type Group struct {
 	v2    string // "" when the hierarchy has no v2
 	cpu   string // "" on unified
 	blkio string // "" when absent
+
+	// Where systemd owns the tree: the group's slice (its v2 directory,
+	// which holds the settings and counts for all of it) and the scope in
+	// it that holds the processes (members, its directory).
+	units   Units
+	slice   string
+	scope   string
+	members string
 }
 
 // Group returns the group for name, e.g. "lanes-background". Lane groups
 // live at the top of each hierarchy, flat, so that CFS weights compete
-// with the root's other groups and tasks as siblings.
+// with the root's other groups and tasks as siblings. Where systemd owns
+// the tree (h.Units) the group is the top-level slice SliceUnit(name)
+// (flat too: systemd nests "lanes-background.slice" in "lanes.slice",
+// where an idle or small weight would compete with other lanes only),
+// and its processes are in the scope ScopeUnit(name) inside it.
 func (h *Hierarchy) Group(name string) Group {
 	g := Group{name: name}
+	if h.Units != nil && h.Mode == ModeUnified && h.V2Root != "" {
+		g.units, g.slice, g.scope = h.Units, SliceUnit(name), ScopeUnit(name)
+		g.v2 = filepath.Join(h.V2Root, g.slice)
+		g.members = filepath.Join(g.v2, g.scope)
+		return g
+	}
 	if h.V2Root != "" {
 		g.v2 = filepath.Join(h.V2Root, name)
 	}
@@ -194,8 +239,133 @@ func (h *Hierarchy) Group(name string) Group {
 // LaneGroup returns the group of the named lane: "lanes-<lane>".
 func (h *Hierarchy) LaneGroup(lane string) Group { return h.Group(Prefix + lane) }
 
-// Name returns the group's directory name.
+// Name returns the group's name ("lanes-background"): its directory's
+// under cgroupfs, the one its slice and scope are named after under
+// systemd.
 func (g Group) Name() string { return g.name }
+
+// Units returns the names of the group's slice and scope where systemd
+// owns the tree, "" otherwise.
+func (g Group) Units() (slice, scope string) { return g.slice, g.scope }
+
+// MemberPath is the path, relative to a hierarchy's root, of the group
+// that holds the processes, as /proc/PID/cgroup shows it: "/lanes-bg", or
+// "/lanes_bg.slice/lanes_bg.scope" under systemd.
+func (g Group) MemberPath() string {
+	if g.slice != "" {
+		return "/" + g.slice + "/" + g.scope
+	}
+	return "/" + g.name
+}
+
+// SlicePrefix starts the name of every slice lanes creates.
+const SlicePrefix = "lanes_"
+
+// SliceUnit names the slice of the group name ("lanes-background" is
+// "lanes_background.slice"): a top-level slice, as every character that
+// systemd would read as nesting ("-") or could not take is escaped as
+// systemd-escape does ("lanes-run-12-bg" is "lanes_run\x2d12\x2dbg.slice").
+func SliceUnit(group string) string {
+	return SlicePrefix + unitEscape(strings.TrimPrefix(group, Prefix)) + ".slice"
+}
+
+// ScopeUnit names the scope that holds the processes of the group name,
+// inside its slice: "lanes_background.scope".
+func ScopeUnit(group string) string {
+	return SlicePrefix + unitEscape(strings.TrimPrefix(group, Prefix)) + ".scope"
+}
+
+// GroupOfPath returns the name of the lanes group a cgroup path (as
+// /proc/PID/cgroup shows it) is in, from its first component, under either
+// layout: "/lanes-bg/x" and "/lanes_bg.slice/lanes_bg.scope" are both in
+// "lanes-bg". It returns "" for a path in no group of lanes.
+func GroupOfPath(path string) string {
+	first := strings.TrimPrefix(path, "/")
+	if i := strings.IndexByte(first, '/'); i >= 0 {
+		first = first[:i]
+	}
+	if strings.HasPrefix(first, Prefix) {
+		return first
+	}
+	if stem, ok := strings.CutSuffix(first, ".slice"); ok {
+		if rest, ok := strings.CutPrefix(stem, SlicePrefix); ok && rest != "" {
+			if name, ok := unitUnescape(rest); ok {
+				return Prefix + name
+			}
+		}
+	}
+	return ""
+}
+
+// SystemSlices lists the slices of systemd's system manager above a
+// cgroup path, nearest first: the path's ".slice" components that no
+// ".service" component precedes (below a service, such as a user's
+// user@UID.service, the groups are that service's own, delegated to it).
+// The root slice "-.slice" is not listed.
+func SystemSlices(path string) []string {
+	var out []string
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range parts {
+		if strings.HasSuffix(p, ".service") {
+			break
+		}
+		if strings.HasSuffix(p, ".slice") && i < len(parts)-1 {
+			out = append([]string{"/" + strings.Join(parts[:i+1], "/")}, out...)
+		}
+	}
+	return out
+}
+
+// Delegated reports whether a cgroup path is below a systemd service (a
+// user's manager, user@UID.service, or a service with Delegate=yes): the
+// groups there are that service's, not the system manager's.
+func Delegated(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for _, p := range parts[:max(len(parts)-1, 0)] {
+		if strings.HasSuffix(p, ".service") {
+			return true
+		}
+	}
+	return false
+}
+
+// unitEscape escapes s for a unit name as systemd-escape does: "-", "\\"
+// and every byte outside [A-Za-z0-9:_.] become \xNN, and so does a
+// leading ".".
+func unitEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == ':' || c == '_' || c == '.' && i > 0
+		if ok {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, `\x%02x`, c)
+		}
+	}
+	return b.String()
+}
+
+// unitUnescape undoes unitEscape; ok is false for text it cannot have made.
+func unitUnescape(s string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+3 >= len(s) || s[i+1] != 'x' {
+			return "", false
+		}
+		v, err := strconv.ParseUint(s[i+2:i+4], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		b.WriteByte(byte(v))
+		i += 3
+	}
+	return b.String(), true
+}
 
 // V2Path returns the group's absolute path in the v2 hierarchy (for BPF
 // attachment), or "" when there is no v2 hierarchy.
@@ -214,12 +384,24 @@ func (g Group) Dirs() []string {
 }
 
 // membersDir is where membership is read: the v1 cpu hierarchy when there
-// is one, v2 otherwise.
+// is one, the scope under systemd, v2 otherwise.
 func (g Group) membersDir() string {
-	if g.cpu != "" {
+	switch {
+	case g.cpu != "":
 		return g.cpu
+	case g.members != "":
+		return g.members
 	}
 	return g.v2
+}
+
+// procDirs are the directories a process is written into to join the
+// group: one per hierarchy, or the scope under systemd.
+func (g Group) procDirs() []string {
+	if g.members != "" {
+		return []string{g.members}
+	}
+	return g.Dirs()
 }
 
 // Dir returns the directory holding ctrl's files: CPU, Blkio, or V2 ("").
@@ -229,6 +411,8 @@ func (g Group) Dir(ctrl string) (string, error) {
 	switch ctrl {
 	case V2:
 		d = g.v2
+	case Members:
+		d = g.membersDir()
 	case CPU:
 		d = g.cpu
 		if d == "" && g.v2 != "" {
@@ -286,11 +470,19 @@ func (g Group) ReadFile(ctrl, file string) (string, error) {
 	return strings.TrimRight(string(b), "\n"), nil
 }
 
-// WriteFile writes value to a controller file of the group.
+// WriteFile writes value to a controller file of the group. Under
+// systemd a file systemd has a property for (cpu.weight, cpu.max,
+// io.weight, cpu.idle) is set through the slice's property first, so
+// that systemd keeps it; the file is then written as well.
 func (g Group) WriteFile(ctrl, file, value string) error {
 	d, err := g.Dir(ctrl)
 	if err != nil {
 		return err
+	}
+	if g.units != nil && d == g.v2 {
+		if _, err := g.units.SetCgroupFile(g.slice, file, value); err != nil {
+			return fmt.Errorf("write %s of %s: %w", file, g.slice, err)
+		}
 	}
 	return writeFile(filepath.Join(d, file), value)
 }

@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -87,6 +86,13 @@ func hasWord(s, w string) bool {
 // Create makes the group's directory in every hierarchy. It is idempotent:
 // created is true when at least one directory was new.
 func (g Group) Create() (created bool, err error) {
+	if g.units != nil {
+		created, err := g.units.EnsureSlice(g.slice)
+		if err != nil {
+			return created, fmt.Errorf("create cgroup %s: %w", g.name, err)
+		}
+		return created, nil
+	}
 	for _, d := range g.Dirs() {
 		err := os.Mkdir(d, 0o755)
 		switch {
@@ -114,6 +120,9 @@ func (g Group) Exists() bool {
 // Remove deletes the group's directory in every hierarchy. A directory
 // that is already gone is not an error.
 func (g Group) Remove() error {
+	if g.units != nil {
+		return g.removeUnits()
+	}
 	var errs []error
 	for _, d := range g.Dirs() {
 		err := unix.Rmdir(d)
@@ -131,9 +140,11 @@ func (g Group) Remove() error {
 // AddProc moves a whole process, all its threads, into the group in every
 // hierarchy. Threads it creates later stay with it; children it forks
 // later start in the group. The threads' CPU affinity is kept even where
-// the kernel would reset it (v2 groups with a cpuset).
+// the kernel would reset it (v2 groups with a cpuset). Under systemd the
+// process joins the group's scope, which systemd starts with it when
+// there is none.
 func (g Group) AddProc(pid int) error {
-	dirs := g.Dirs()
+	dirs := g.procDirs()
 	if len(dirs) == 0 {
 		return fmt.Errorf("move process %d: group %s has no hierarchy", pid, g.name)
 	}
@@ -144,6 +155,12 @@ func (g Group) AddProc(pid int) error {
 		saved = affinities(pid)
 	}
 	for _, d := range dirs {
+		if g.units != nil {
+			if err := g.joinScope(pid); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := moveProc(d, pid); err != nil {
 			return err
 		}
@@ -261,33 +278,18 @@ func (g Group) AddTree(pid int) ([]int, error) {
 }
 
 // Procs lists the group's member processes (from the v1 cpu hierarchy on
-// hybrid and v1 hosts, from v2 otherwise).
+// hybrid and v1 hosts, from the scope under systemd — none when there is
+// no scope — and from v2 otherwise).
 func (g Group) Procs() ([]int, error) {
 	d := g.membersDir()
 	if d == "" {
 		return nil, fmt.Errorf("list processes of %s: no hierarchy", g.name)
 	}
-	return readPids(filepath.Join(d, "cgroup.procs"))
-}
-
-// CountProcs is how many processes the group holds, for a gauge: from the
-// v2 group where there is one (on hybrid hosts it holds the same
-// processes as the v1 cpu group, and the kernel lists a v2 group's
-// without building and sorting the pid list v1 keeps), counted without
-// parsing.
-func (g Group) CountProcs() (int, error) {
-	d := g.v2
-	if d == "" {
-		d = g.membersDir()
+	pids, err := readPids(filepath.Join(d, "cgroup.procs"))
+	if g.units != nil && errors.Is(err, os.ErrNotExist) {
+		return nil, nil
 	}
-	if d == "" {
-		return 0, fmt.Errorf("count processes of %s: no hierarchy", g.name)
-	}
-	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-	if err != nil {
-		return 0, fmt.Errorf("count processes of %s: %w", g.name, err)
-	}
-	return bytes.Count(b, []byte{'\n'}), nil
+	return pids, err
 }
 
 func readPids(path string) ([]int, error) {
@@ -338,7 +340,18 @@ func (h *Hierarchy) Restore(pid int, m Membership) error {
 		targets = append(targets, target{h.V2Root, m.V2})
 	}
 	for _, t := range targets {
-		if err := moveProc(filepath.Join(t.root, filepath.Clean("/"+t.path)), pid); err != nil {
+		dir := filepath.Join(t.root, filepath.Clean("/"+t.path))
+		if h.Units != nil && t.root == h.V2Root {
+			if err := h.restoreUnit(pid, t.path); err != nil {
+				var pe *ProcessError
+				if errors.As(err, &pe) {
+					return fmt.Errorf("restore process %d: %w", pid, err)
+				}
+				errs = append(errs, fmt.Errorf("restore process %d: %w", pid, err))
+			}
+			continue
+		}
+		if err := moveProc(dir, pid); err != nil {
 			var pe *ProcessError
 			if errors.As(err, &pe) {
 				return fmt.Errorf("restore process %d: %w", pid, err)
@@ -353,6 +366,28 @@ func (h *Hierarchy) Restore(pid int, m Membership) error {
 // any hierarchy, e.g. leftovers of a crashed daemon ("lanes-").
 func (h *Hierarchy) ListGroups(prefix string) ([]Group, error) {
 	names := map[string]bool{}
+	if h.Units != nil && h.Mode == ModeUnified {
+		// Slices named after groups; a lanes-* directory at the top too
+		// (left by a run that had no systemd to ask).
+		ents, err := os.ReadDir(h.V2Root)
+		if err != nil {
+			return nil, fmt.Errorf("list groups in %s: %w", h.V2Root, err)
+		}
+		for _, e := range ents {
+			if n := GroupOfPath(e.Name()); e.IsDir() && n != "" && strings.HasPrefix(n, prefix) {
+				names[n] = true
+			}
+		}
+		var out []Group
+		for _, n := range sortedNames(names) {
+			g := h.Group(n)
+			if _, err := os.Stat(g.v2); err != nil {
+				g = Group{name: n, v2: filepath.Join(h.V2Root, n)}
+			}
+			out = append(out, g)
+		}
+		return out, nil
+	}
 	for _, root := range []string{h.CPURoot, h.BlkioRoot, h.V2Root} {
 		if root == "" {
 			continue
@@ -551,4 +586,13 @@ func ancestors() []int {
 		pid = ppid
 	}
 	return out
+}
+
+// ReadProcs lists the processes of the v2 group at path (relative to the
+// v2 root, as /proc/PID/cgroup shows it).
+func ReadProcs(h *Hierarchy, path string) ([]int, error) {
+	if h.V2Root == "" {
+		return nil, fmt.Errorf("list processes of %s: no cgroup v2 hierarchy", path)
+	}
+	return readPids(filepath.Join(h.V2Root, filepath.Clean("/"+path), "cgroup.procs"))
 }

@@ -30,9 +30,6 @@ func (g Group) AddProc(pid int) error { return errUnsupported }
 // Procs is not supported outside Linux.
 func (g Group) Procs() ([]int, error) { return nil, errUnsupported }
 
-// CountProcs is not supported outside Linux.
-func (g Group) CountProcs() (int, error) { return 0, errUnsupported }
-
 // ProcMembership is not supported outside Linux.
 func ProcMembership(pid int) (Membership, error) { return Membership{}, errUnsupported }
 
@@ -80,3 +77,6 @@ func (p *Procs) Add(pid int) error { return errUnsupported }
 
 // Close is not supported outside Linux.
 func (p *Procs) Close() error { return errUnsupported }
+
+// ReadProcs is not supported outside Linux.
+func ReadProcs(h *Hierarchy, path string) ([]int, error) { return nil, errUnsupported }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -146,5 +147,94 @@ func TestParseMembership(t *testing.T) {
 	}
 	if _, err := ParseMembership("garbage\n"); err == nil {
 		t.Error("ParseMembership(garbage) succeeded")
+	}
+}
+
+func TestUnitNames(t *testing.T) {
+	for _, tc := range []struct{ group, slice, scope string }{
+		{"lanes-background", "lanes_background.slice", "lanes_background.scope"},
+		{"lanes-web-fast", `lanes_web\x2dfast.slice`, `lanes_web\x2dfast.scope`},
+		{"lanes-run-12-bg", `lanes_run\x2d12\x2dbg.slice`, `lanes_run\x2d12\x2dbg.scope`},
+		{"lanes-a.b", "lanes_a.b.slice", "lanes_a.b.scope"},
+		{"lanes-.x", `lanes_\x2ex.slice`, `lanes_\x2ex.scope`},
+		{"lanes-ü", `lanes_\xc3\xbc.slice`, `lanes_\xc3\xbc.scope`},
+	} {
+		if s := SliceUnit(tc.group); s != tc.slice {
+			t.Errorf("SliceUnit(%q) = %q, want %q", tc.group, s, tc.slice)
+		}
+		if s := ScopeUnit(tc.group); s != tc.scope {
+			t.Errorf("ScopeUnit(%q) = %q, want %q", tc.group, s, tc.scope)
+		}
+		if g := GroupOfPath("/" + tc.slice + "/" + tc.scope); g != tc.group {
+			t.Errorf("GroupOfPath of %q = %q, want %q", tc.slice, g, tc.group)
+		}
+	}
+	for path, want := range map[string]string{
+		"/lanes-bg":                   "lanes-bg",
+		"/lanes-bg/sub":               "lanes-bg",
+		"lanes-bg":                    "lanes-bg",
+		"/user.slice/session-1.scope": "",
+		"/":                           "",
+		"/lanes_.slice":               "",
+		`/lanes_x\x2.slice`:           "",
+		`/lanes_x\q41.slice`:          "",
+		"/lanes_bg.scope":             "",
+		"/lanes.slice/lanes-bg.slice": "",
+	} {
+		if got := GroupOfPath(path); got != want {
+			t.Errorf("GroupOfPath(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// Under systemd a group is its slice, with the processes in a scope.
+func TestGroupUnderSystemd(t *testing.T) {
+	h := &Hierarchy{Mode: ModeUnified, V2Root: "/sys/fs/cgroup", Units: noUnits{}}
+	g := h.Group("lanes-bg")
+	if g.V2Path() != "/sys/fs/cgroup/lanes_bg.slice" || g.MemberPath() != "/lanes_bg.slice/lanes_bg.scope" {
+		t.Errorf("v2 %q, members %q", g.V2Path(), g.MemberPath())
+	}
+	if d, _ := g.Dir(Members); d != "/sys/fs/cgroup/lanes_bg.slice/lanes_bg.scope" {
+		t.Errorf("members dir %q", d)
+	}
+	if slice, scope := g.Units(); slice != "lanes_bg.slice" || scope != "lanes_bg.scope" {
+		t.Errorf("units %q %q", slice, scope)
+	}
+	// Hybrid hosts keep cgroupfs groups whatever Units says.
+	hy := &Hierarchy{Mode: ModeHybrid, V2Root: "/sys/fs/cgroup/unified", CPURoot: "/sys/fs/cgroup/cpu", Units: noUnits{}}
+	if g := hy.Group("lanes-bg"); g.MemberPath() != "/lanes-bg" || g.V2Path() != "/sys/fs/cgroup/unified/lanes-bg" {
+		t.Errorf("hybrid: %q %q", g.MemberPath(), g.V2Path())
+	}
+}
+
+type noUnits struct{}
+
+func (noUnits) EnsureSlice(string) (bool, error)                   { return false, nil }
+func (noUnits) StartScope(string, string, int) error               { return nil }
+func (noUnits) Stop(string) error                                  { return nil }
+func (noUnits) SetCgroupFile(string, string, string) (bool, error) { return false, nil }
+
+func TestSystemSlices(t *testing.T) {
+	for _, tc := range []struct {
+		path      string
+		slices    []string
+		delegated bool
+	}{
+		{"/system.slice/run-r1.scope", []string{"/system.slice"}, false},
+		{"/user.slice/user-1000.slice/session-3.scope", []string{"/user.slice/user-1000.slice", "/user.slice"}, false},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope", []string{"/user.slice/user-1000.slice", "/user.slice"}, true},
+		{"/system.slice/docker.service/sub", []string{"/system.slice"}, true},
+		{"/system.slice/docker.service", []string{"/system.slice"}, false},
+		{"/lanes_bg.slice/lanes_bg.scope", []string{"/lanes_bg.slice"}, false},
+		{"/init.scope", nil, false},
+		{"/", nil, false},
+	} {
+		got := SystemSlices(tc.path)
+		if strings.Join(got, " ") != strings.Join(tc.slices, " ") {
+			t.Errorf("SystemSlices(%q) = %q, want %q", tc.path, got, tc.slices)
+		}
+		if d := Delegated(tc.path); d != tc.delegated {
+			t.Errorf("Delegated(%q) = %v, want %v", tc.path, d, tc.delegated)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func probeNamespace(dir string) {
 // "user."), probing on g if not yet done; an error wrapping ErrNoNotes when
 // neither works.
 func (g Group) NoteNamespace() (string, error) {
-	d := g.membersDir()
+	d := g.noteDir()
 	if d == "" {
 		return "", fmt.Errorf("group %s: %w", g.name, ErrNoHierarchy)
 	}
@@ -64,7 +64,7 @@ func (g Group) SetNote(key string, val []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Setxattr(g.membersDir(), n+notePrefix+key, val, 0); err != nil {
+	if err := unix.Setxattr(g.noteDir(), n+notePrefix+key, val, 0); err != nil {
 		return fmt.Errorf("group %s: note %s: %w", g.name, key, err)
 	}
 	return nil
@@ -76,7 +76,7 @@ func (g Group) RemoveNote(key string) error {
 	if err != nil {
 		return err
 	}
-	err = unix.Removexattr(g.membersDir(), n+notePrefix+key)
+	err = unix.Removexattr(g.noteDir(), n+notePrefix+key)
 	if err == nil || errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOENT) {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (g Group) Notes(prefix string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := g.membersDir()
+	dir := g.noteDir()
 	size, err := unix.Listxattr(dir, nil)
 	if err != nil {
 		return nil, fmt.Errorf("group %s: list notes: %w", g.name, err)
@@ -135,4 +135,13 @@ func getxattr(path, name string) ([]byte, error) {
 		}
 		return buf[:n], nil
 	}
+}
+
+// noteDir holds the notes: where membership is read, but the slice under
+// systemd (its scope comes and goes with the processes).
+func (g Group) noteDir() string {
+	if g.members != "" {
+		return g.v2
+	}
+	return g.membersDir()
 }

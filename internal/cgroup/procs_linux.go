@@ -30,7 +30,7 @@ func (g Group) OpenProcs() (*Procs, error) {
 	}
 	p := &Procs{g: g}
 	fds := []int{}
-	for _, d := range g.Dirs() {
+	for _, d := range g.procDirs() {
 		path := filepath.Join(d, "cgroup.procs")
 		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -66,10 +66,10 @@ func (p *Procs) Add(pid int) error {
 			_, err = unix.Write(fd, b)
 		}
 		if errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("move process %d to %s: %w", pid, p.g.Dirs()[i], &ProcessError{PID: pid})
+			return fmt.Errorf("move process %d to %s: %w", pid, p.g.procDirs()[i], &ProcessError{PID: pid})
 		}
 		if err != nil {
-			return fmt.Errorf("move process %d to %s: %w", pid, p.g.Dirs()[i], err)
+			return fmt.Errorf("move process %d to %s: %w", pid, p.g.procDirs()[i], err)
 		}
 	}
 	return nil

@@ -67,7 +67,8 @@ func TestProcs(t *testing.T) {
 	h.Restore(c.Process.Pid, before)
 }
 
-// CountProcs counts what Procs lists, from the v2 group where there is one.
+// StatFiles.CountProcs counts what Procs lists, from the v2 group where
+// there is one.
 func TestCountProcs(t *testing.T) {
 	testutil.RequireRoot(t)
 	h, err := Detect()
@@ -79,7 +80,9 @@ func TestCountProcs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Remove()
-	if n, err := g.CountProcs(); err != nil || n != 0 {
+	sf := g.StatFiles()
+	defer sf.Close()
+	if n, err := sf.CountProcs(); err != nil || n != 0 {
 		t.Fatalf("empty group: %d, %v", n, err)
 	}
 	for i := 0; i < 3; i++ {
@@ -94,7 +97,7 @@ func TestCountProcs(t *testing.T) {
 		}
 	}
 	pids, err := g.Procs()
-	n, err2 := g.CountProcs()
+	n, err2 := sf.CountProcs()
 	if err != nil || err2 != nil || n != 3 || len(pids) != 3 {
 		t.Errorf("CountProcs %d (%v), Procs %v (%v): want 3", n, err2, pids, err)
 	}

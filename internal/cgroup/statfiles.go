@@ -39,16 +39,23 @@ func (s *StatFiles) IOStat() (IOStat, error) { return s.g.ioStat(s.read) }
 // (Group.ReadFile's text).
 func (s *StatFiles) ReadFile(ctrl, file string) (string, error) { return s.read(ctrl, file) }
 
-// CountProcs is Group.CountProcs through an open descriptor.
+// CountProcs is how many processes the group holds, for a gauge: from the
+// v2 group where there is one (on hybrid hosts it holds the same
+// processes as the v1 cpu group, and the kernel lists a v2 group's
+// without building and sorting the pid list v1 keeps), counted without
+// parsing.
 func (s *StatFiles) CountProcs() (int, error) {
 	ctrl := V2
-	if s.g.v2 == "" {
+	switch {
+	case s.g.members != "":
+		ctrl = Members
+	case s.g.v2 == "" && s.g.cpu != "":
 		ctrl = CPU
-		if s.g.cpu == "" {
-			ctrl = V2
-		}
 	}
 	text, err := s.read(ctrl, "cgroup.procs")
+	if s.g.members != "" && errors.Is(err, fs.ErrNotExist) {
+		return 0, nil // no scope: no processes
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -87,8 +94,8 @@ func (s *StatFiles) open(ctrl, file string) (*os.File, error) {
 	}
 	f, err := os.Open(filepath.Join(dir, file))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			s.missing[key] = true
+		if errors.Is(err, fs.ErrNotExist) && ctrl != Members {
+			s.missing[key] = true // a scope comes and goes; the rest stays
 		}
 		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, file), err)
 	}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-qos/lanes/internal/cgroup"
 )
@@ -103,6 +106,14 @@ var v2CPUIdle = &Probe{Name: "cgroup v2 cpu.idle", Fn: func() error {
 	}
 	defer os.Remove(dir)
 	if _, err := os.Stat(filepath.Join(dir, "cpu.weight")); err != nil {
+		// The root offers cpu but does not delegate it yet (a systemd host
+		// where no unit has asked for it): cpu.idle came with Linux 5.15.
+		if ctrls, rerr := os.ReadFile(filepath.Join(h.V2Root, "cgroup.controllers")); rerr == nil && slices.Contains(strings.Fields(string(ctrls)), "cpu") {
+			if atLeast(5, 15) {
+				return nil
+			}
+			return Missing(feature, ">= Linux 5.15", nil)
+		}
 		return fmt.Errorf("cpu controller not enabled in %s/cgroup.subtree_control: %w", h.V2Root, err)
 	}
 	_, err = os.Stat(filepath.Join(dir, "cpu.idle"))
@@ -117,3 +128,17 @@ var v2CPUIdle = &Probe{Name: "cgroup v2 cpu.idle", Fn: func() error {
 // enabled in the root's subtree_control (cgroup.Detect does that);
 // otherwise the answer is inconclusive.
 func HaveCgroupV2CPUIdle() error { return v2CPUIdle.Result() }
+
+// atLeast reports whether the running kernel's release is major.minor or
+// later.
+func atLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if n, _ := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}

@@ -44,6 +44,9 @@ to them (unprivileged = true).`,
 				return printJSON(resp)
 			}
 			fmt.Fprintf(Stdout, "moved %d process(es) to %s: %s\n", len(resp.Moved), resp.Lane, joinInts(resp.Moved, 20))
+			for _, u := range resp.Units {
+				fmt.Fprintf(Stdout, "  with the whole systemd unit %s of process %d (%d processes)\n", u.Unit, u.PID, u.Procs)
+			}
 			return nil
 		},
 	}

@@ -47,8 +47,8 @@ func Sim(streams []Stream, ticks int64) (Result, error) {
 		return Result{}, err
 	}
 	r := Result{Ticks: ticks, Streams: make([]Tally, len(streams))}
-	run := make([]int64, len(streams))    // current run of misses
-	inWin := make([]int64, len(streams))  // periods in the current window
+	run := make([]int64, len(streams))     // current run of misses
+	inWin := make([]int64, len(streams))   // periods in the current window
 	missWin := make([]int64, len(streams)) // misses in it
 	for range ticks {
 		ran, ended := sc.Step()

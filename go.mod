@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/dustin/go-humanize v1.1.0
 	github.com/godbus/dbus/v5 v5.2.4
 	github.com/google/cel-go v0.31.0
 	github.com/mdlayher/netlink v1.11.2
@@ -29,7 +30,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.6 // indirect
-	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -84,6 +84,8 @@ var depRules = []struct {
 			{mod + "events", "through lane: `lanes config check` compiles the config's topic patterns and CEL filters as lanesd does"},
 			{mod + "idletime", "the PI policy type the config holds (pure Go; the controller runs in lanesd only)"},
 			{mod + "autorate", "the auto rate's law type the config holds (pure Go; the controller runs in lanesd only)"},
+			{mod + "boost", "a lane's boost policy type the config holds and checks (pure Go; boosting runs in lanesd only)"},
+			{"github.com/dustin/go-humanize", "through lane: a boost policy's every in bytes (\"60KB\", \"64KiB\")"},
 			{mod + "control", "the [[controller]] types the config holds and their CEL handlers' check, so `lanes config check` refuses a bad one as lanesd does (pure Go; controllers run in lanesd only)"},
 			{mod + "events", "through lane and control: compiling controllers' CEL filters and handlers in the events' environment (pure Go)"},
 			{mod + "enforce", "daemon-less `lanes run`: without lanesd, root may still run a command in a lane; enforce.StartAlone applies the lane's CPU and disk settings to a private group for the command's life and undoes them, the one implementation of a move (a copy in the CLI would be a second owner of how a process joins a lane)"},

@@ -199,6 +199,7 @@ type fileLane struct {
 	CPU          *fileCPU     `toml:"cpu"`
 	Disk         *fileDisk    `toml:"disk"`
 	Net          *fileLaneNet `toml:"net"`
+	Boost        *fileBoost   `toml:"boost"`
 }
 
 type fileCPU struct {
@@ -765,6 +766,11 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 	}
 	if fl.Unprivileged != nil {
 		l.Unprivileged = *fl.Unprivileged
+	}
+	if fl.Boost != nil {
+		if p, ok := v.boostPolicy(key+".boost", fl.Boost); ok {
+			l.Boost = p
+		}
 	}
 	if c := fl.CPU; c != nil {
 		if c.Weight != nil {

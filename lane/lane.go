@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/autorate"
+	"github.com/lanes-qos/lanes/boost"
 	"github.com/lanes-qos/lanes/control"
 	"github.com/lanes-qos/lanes/idletime"
 )
@@ -72,6 +73,9 @@ type Lane struct {
 	CPU          CPU
 	Disk         Disk
 	Net          Net
+	// Boost is the priority boosting of the lane's communicating
+	// processes during a contact (seed 000); Kind "" is none.
+	Boost boost.Policy
 	// Line is the line in the config file where the lane was defined (0
 	// for built-in defaults); used in messages.
 	Line int

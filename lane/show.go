@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/lanes-qos/lanes/autorate"
+	"github.com/lanes-qos/lanes/boost"
 	"github.com/lanes-qos/lanes/idletime"
 )
 
@@ -128,6 +130,20 @@ func (l *Lane) file(base *Lane, shaped bool) *fileLane {
 	}
 	if l.Disk.Class == IONone {
 		fl.Disk.Class = ptr("none")
+	}
+	if b := l.Boost; b.Kind != "" {
+		fl.Boost = &fileBoost{Policy: ptr(string(b.Kind)), Initial: ptr(b.Initial), Clamp: ptr(b.Clamp), OnLeave: ptr(string(b.OnLeave))}
+		if b.Kind != boost.Static {
+			fl.Boost.Final, fl.Boost.Step = ptr(b.Final), ptr(string(b.Step))
+			switch b.Step {
+			case boost.Events:
+				fl.Boost.Every = int64(b.Every)
+			case boost.Time:
+				fl.Boost.Every = time.Duration(b.Every).String()
+			case boost.Bytes:
+				fl.Boost.Every = int64(b.Every)
+			}
+		}
 	}
 	n, b := l.Net, base.Net
 	if shaped || n.Priority != b.Priority {

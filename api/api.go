@@ -188,6 +188,9 @@ type Status struct {
 	Controllers []Controller `json:"controllers,omitempty"`
 	// History is the event history in the state database (nil: off).
 	History *History `json:"history,omitempty"`
+	// Boost is the lanes with a boost policy: whether a contact is on
+	// and which processes hold a boost.
+	Boost []BoostLane `json:"boost,omitempty"`
 }
 
 // Controller is one running controller's state.

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,6 +12,9 @@ import (
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/lane"
 )
+
+// ErrGone is a thread or process that exited.
+var ErrGone = errors.New("exited")
 
 // Period is the CFS bandwidth period lanes uses for caps.
 const Period = 100 * time.Millisecond

@@ -127,3 +127,28 @@ func (schedThreads) SetIdle(pid int, idle bool) error {
 	}
 	return nil
 }
+
+// ThreadNice is a thread's nice value (getpriority(2)'s system call
+// returns 20 − nice); ErrGone when the thread ended.
+func ThreadNice(tid int) (int, error) {
+	p, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if errors.Is(err, unix.ESRCH) {
+		return 0, ErrGone
+	}
+	if err != nil {
+		return 0, fmt.Errorf("nice of thread %d: %w", tid, err)
+	}
+	return 20 - p, nil
+}
+
+// SetThreadNice sets a thread's nice value; ErrGone when it ended.
+func SetThreadNice(tid, nice int) error {
+	err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+	if errors.Is(err, unix.ESRCH) {
+		return ErrGone
+	}
+	if err != nil {
+		return fmt.Errorf("set nice %d on thread %d: %w", nice, tid, err)
+	}
+	return nil
+}

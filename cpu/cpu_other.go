@@ -16,3 +16,9 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 
 // OnlineCPUs is not supported outside Linux; it returns 0.
 func OnlineCPUs() int { return 0 }
+
+// ThreadNice is not supported outside Linux.
+func ThreadNice(tid int) (int, error) { return 0, errors.ErrUnsupported }
+
+// SetThreadNice is not supported outside Linux.
+func SetThreadNice(tid, nice int) error { return errors.ErrUnsupported }

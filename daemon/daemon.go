@@ -65,6 +65,12 @@ type Daemon struct {
 	// controlView the same for readers that do not take applyMu (status).
 	control     *controlRun
 	controlView atomic.Pointer[controlRun]
+	// boost is the priority boosting of the lanes with a policy (under
+	// applyMu), boostView the same for status; connUp is the host's
+	// connectivity as the network monitor last reported it.
+	boost     *boostRun
+	boostView atomic.Pointer[boostRun]
+	connUp    atomic.Bool
 	// ev is the event history writer and the API streams' lifetime.
 	ev *eventsRun
 	// metrics is the Prometheus metrics (nil in tests that build a bare
@@ -330,6 +336,7 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 	// before the settings change, and start again on the new ones.
 	d.stopControllers()
 	d.stopLaneMon() // restarted with cfg once it is applied
+	d.stopBoost()   // every boost undone; started again on cfg
 	if err := d.applyNet(cfg); err != nil {
 		return err
 	}
@@ -367,6 +374,7 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 	}
 	d.startControllers(cfg)
 	d.startLaneMon(cfg)
+	d.startBoost(cfg)
 	return nil
 }
 
@@ -430,6 +438,7 @@ func (d *Daemon) restore() error {
 	defer d.applyMu.Unlock()
 	d.stopControllers()
 	d.stopLaneMon()
+	d.stopBoost()
 	d.diskIdle.end()
 	d.diskIdle = nil
 	d.stopNet()
@@ -505,6 +514,13 @@ func openHost(stateDir string, logf func(string, ...any)) (*state.Store, *enforc
 		return nil, nil, nil, err
 	}
 	recovered := recoverState(eng, store, rep, stateDir, logf)
+	// Boosts an earlier lanesd left (it crashed): each thread's own nice
+	// back; boosting starts over.
+	if n, err := eng.RestoreBoosts(); err != nil {
+		logf("give back boosts an earlier lanesd left: %v", err)
+	} else if n > 0 {
+		logf("gave %d processes boosted by an earlier lanesd their own nice values back", n)
+	}
 	cleanNetRecords(logf, store)
 	return store, eng, recovered, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/monitor"
 	"github.com/lanes-qos/lanes/netsched"
 )
 
@@ -58,6 +59,7 @@ var routes = []struct {
 	path string
 	route
 }{
+	{api.RouteContact, route{http.MethodPost, true, (*Daemon).serveContact}},
 	{api.RouteDirectives, route{http.MethodGet, false, (*Daemon).serveDirectives}},
 	{api.RouteDoctor, route{http.MethodGet, false, (*Daemon).serveDoctor}},
 	{api.RouteEvents, route{http.MethodGet, false, (*Daemon).serveEvents}},
@@ -433,6 +435,9 @@ func (d *Daemon) serveProcs(w http.ResponseWriter, r *http.Request) (any, *api.E
 
 func (d *Daemon) mechanisms() []api.Mechanism {
 	m := wireMechanisms(append(d.engine.Mechanisms(), diskidle.IdleMechanism(d.engine.H)))
+	if d.boostView.Load() != nil {
+		m = append(m, wireMechanisms([]features.Mechanism{monitor.SocketsMechanism()})...)
+	}
 	d.applyMu.Lock()
 	switch {
 	case d.net == nil:
@@ -519,6 +524,7 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Bus = d.busStats()
 	st.Bridge = d.bridgeStatus()
 	st.Controllers = d.controllerStatus()
+	st.Boost = d.boostStatus()
 	st.History = d.historyStatus()
 	return st, nil
 }

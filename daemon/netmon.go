@@ -28,6 +28,7 @@ func (d *Daemon) watchNetwork(ctx context.Context, netnsPath string) (stop func(
 func (d *Daemon) publishNetChange(c monitor.NetChange) {
 	if c.Kind == monitor.ConnectivityChanged {
 		d.logf("network: %v", c)
+		d.connUp.Store(c.Up)
 	}
 	if ev, ok := c.Event(); ok {
 		d.bus.Publish(ev)

@@ -133,3 +133,35 @@ func FuzzParseReport(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseContact: a contact request is accepted only as one JSON
+// object with distinct, non-empty lane names, and reads back the same.
+func FuzzParseContact(f *testing.F) {
+	for _, s := range []string{`{"up":true}`, `{"up":false,"lanes":["sync"]}`, `{"lanes":["a","a"]}`, `{"lanes":[""]}`, `{"up":1}`, `{"up":true}x`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, e := parseContact(body)
+		if e != nil {
+			if e.Code != api.CodeBadRequest || e.Message == "" {
+				t.Fatalf("refusal %+v: want a bad-request error with a message", e)
+			}
+			return
+		}
+		seen := map[string]bool{}
+		for _, l := range req.Lanes {
+			if l == "" || seen[l] {
+				t.Fatalf("accepted %q with lane %q (empty or repeated)", body, l)
+			}
+			seen[l] = true
+		}
+		again, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, e := parseContact(again)
+		if e != nil || back.Up != req.Up || len(back.Lanes) != len(req.Lanes) {
+			t.Fatalf("%q -> %+v -> %s -> %+v, %v", body, req, again, back, e)
+		}
+	})
+}

@@ -767,6 +767,9 @@ func (e *Engine) RestoreAll() error {
 		return err
 	}
 	var errs []error
+	if _, err := e.RestoreBoosts(); err != nil {
+		errs = append(errs, err)
+	}
 	groups, err := e.store.List(state.KindGroup)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ const (
 	KindProc    = "proc"    // enforce: a process lanes moved; key: pid
 	KindSubtree = "subtree" // enforce: a controller lanes enabled in a subtree_control; key: path
 	KindQdisc   = "qdisc"   // netsched: a qdisc tree lanes installed; key: interface
+	KindNice    = "nice"    // enforce: a process whose threads' nice a boost changed; key: pid
 )
 
 // ErrNotFound is returned by Get for a missing record.

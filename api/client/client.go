@@ -151,3 +151,10 @@ func (c *Client) Reload(ctx context.Context) (*api.ReloadResponse, error) {
 	var r api.ReloadResponse
 	return &r, c.do(ctx, http.MethodPost, api.RouteReload, struct{}{}, &r)
 }
+
+// Contact reports that a contact began (up) or ended, for the given
+// boosting lanes (none: all).
+func (c *Client) Contact(ctx context.Context, up bool, lanes []string) (*api.ContactResponse, error) {
+	var r api.ContactResponse
+	return &r, c.do(ctx, http.MethodPost, api.RouteContact, api.ContactRequest{Up: up, Lanes: lanes}, &r)
+}

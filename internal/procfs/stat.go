@@ -218,3 +218,35 @@ func truncate(b []byte) []byte {
 	}
 	return b
 }
+
+// IO is a process's I/O counters (/proc/PID/io): characters read and
+// written and read and write calls, files and sockets alike.
+type IO struct {
+	RChar, WChar, SysCR, SysCW uint64
+}
+
+// ParseIO parses /proc/PID/io; fields it does not know are skipped.
+func ParseIO(b []byte) IO {
+	var io IO
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(": "))
+		if !ok {
+			continue
+		}
+		n, err := atou(bytes.TrimSpace(v))
+		if err != nil {
+			continue
+		}
+		switch string(k) {
+		case "rchar":
+			io.RChar = n
+		case "wchar":
+			io.WChar = n
+		case "syscr":
+			io.SysCR = n
+		case "syscw":
+			io.SysCW = n
+		}
+	}
+	return io
+}

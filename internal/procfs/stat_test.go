@@ -135,3 +135,13 @@ func FuzzParseStat(f *testing.F) {
 		}
 	})
 }
+
+func TestParseIO(t *testing.T) {
+	in := "rchar: 4096\nwchar: 123\nsyscr: 7\nsyscw: 3\nread_bytes: 0\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n"
+	if got, want := ParseIO([]byte(in)), (IO{RChar: 4096, WChar: 123, SysCR: 7, SysCW: 3}); got != want {
+		t.Errorf("ParseIO = %+v, want %+v", got, want)
+	}
+	if got := ParseIO([]byte("rchar: x\ngarbage\n")); got != (IO{}) {
+		t.Errorf("ParseIO of garbage = %+v, want zero", got)
+	}
+}

@@ -166,7 +166,7 @@ settings; this command talks to it over its local socket. Without a daemon,
 	root.PersistentFlags().StringVar(&g.socket, "socket", envOr("LANES_SOCKET", api.DefaultSocket), "lanesd's socket (env LANES_SOCKET)")
 	root.AddCommand(
 		newRunCmd(g), newMoveCmd(g), newLsCmd(g), newPsCmd(g), newStatusCmd(g),
-		newDoctorCmd(g), newConfigCmd(g), newReloadCmd(g), newVersionCmd(g),
+		newDoctorCmd(g), newConfigCmd(g), newReloadCmd(g), newContactCmd(g), newVersionCmd(g),
 		newEventsCmd(g), newReportCmd(g), newManCmd(),
 	)
 	// Every command takes --json, errors included (printed on stdout as

@@ -213,6 +213,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(Stdout)
 				printControllers(st.Controllers)
 			}
+			if len(st.Boost) > 0 {
+				fmt.Fprintln(Stdout)
+				printBoost(st.Boost)
+			}
 			if st.Bus != nil {
 				fmt.Fprintln(Stdout)
 				printBus(st.Bus)

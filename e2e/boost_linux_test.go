@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/api"
+)
+
+// niceOf reads a process's nice value: field 19 of /proc/PID/stat.
+func niceOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name's closing parenthesis start at 3.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	n, err := strconv.Atoi(f[19-3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitNice waits up to 3 s for a process's nice value to become want.
+func waitNice(t *testing.T, pid, want int, why string) {
+	t.Helper()
+	got := 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = niceOf(t, pid); got == want {
+			return
+		}
+	}
+	t.Fatalf("%s: pid %d at nice %d, want %d", why, pid, got, want)
+}
+
+// Priority boosting (seed 000) on real processes: in a lane with an INCR
+// policy, an upload's process is boosted when a contact begins (from the
+// API, then from the host's connectivity: a default route appearing in
+// lanesd's namespace) and gets its own nice back when it ends; a process
+// of the lane that does not communicate is left alone; stopping lanesd
+// undoes a boost; bad contact requests change nothing.
+func TestBoostContact(t *testing.T) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("iperf3 not installed")
+	}
+	p := newNetPair(t)
+	e := newEnv(t, `[lanes.sync.boost]
+policy = "incr"
+initial = -1
+final = -5
+step = "events"
+every = 20
+
+[lanes.spare.boost]
+policy = "static"
+initial = -3
+`)
+	e.startIn(p)
+	up := p.upload(t, 5311, 20, "")
+	quiet := spawn(t, nil, "sleep", "60")
+	if r := e.lanes("move", strconv.Itoa(up.Process.Pid), strconv.Itoa(quiet.Process.Pid), "sync"); r.code != 0 {
+		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := niceOf(t, up.Process.Pid); n != 0 {
+		t.Fatalf("upload at nice %d before any contact (no default route in the namespace), want 0", n)
+	}
+
+	// Bad requests: nothing changes.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"contact", "up", "--lane", "normal"}, "lane normal has no boost policy"},
+		{[]string{"contact", "up", "--lane", "nosuch"}, `unknown lane "nosuch"`},
+		{[]string{"contact", "up", "--lane", "spare"}, "lane spare has no processes to boost"},
+		{[]string{"contact", "sideways"}, `"sideways": want up or down`},
+	} {
+		r := e.lanes(c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("lanes %v: exit %d %q, want exit 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := niceOf(t, up.Process.Pid); n != 0 {
+		t.Fatalf("upload at nice %d after refused requests, want 0", n)
+	}
+
+	// A contact from the API: the upload climbs to -5 (a step per 20
+	// data segments); the quiet process stays.
+	if r := e.lanes("contact", "up", "--lane", "sync"); r.code != 0 || !strings.Contains(r.stdout, "contact up for sync") {
+		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	waitNice(t, up.Process.Pid, -5, "in contact")
+	if n := niceOf(t, quiet.Process.Pid); n != 0 {
+		t.Errorf("a process without traffic boosted to nice %d", n)
+	}
+	var st api.Status
+	e.lanesJSON(&st, "status")
+	if len(st.Boost) != 2 || st.Boost[0].Lane != "sync" || !st.Boost[0].Contact || len(st.Boost[0].Boosted) != 1 ||
+		st.Boost[0].Boosted[0].PID != up.Process.Pid || st.Boost[0].Boosted[0].Nice != -5 || st.Boost[1].Contact {
+		t.Errorf("status boost %+v, want sync in contact with the upload at -5, spare not in contact", st.Boost)
+	}
+	if out := e.lanes("status").stdout; !strings.Contains(out, "sync: incr: nice -1 to -5, a step every 20 events") {
+		t.Errorf("lanes status does not show the policy:\n%s", out)
+	}
+	if out := e.lanes("doctor").stdout; !strings.Contains(out, "sock_diag tcp_info per TCP socket") {
+		t.Errorf("lanes doctor does not say how boosting counts traffic:\n%s", out)
+	}
+	if r := e.lanes("contact", "down"); r.code != 0 || !strings.Contains(r.stdout, "1 process(es) got their own priority back") {
+		t.Fatalf("lanes contact down: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	waitNice(t, up.Process.Pid, 0, "contact over (reset)")
+
+	// A contact from connectivity: a default route through the veth.
+	route := func(op string) {
+		if out, err := exec.Command("ip", "-n", p.ns, "route", op, "default", "via", "198.18.99.2").CombinedOutput(); err != nil {
+			t.Fatalf("ip route %s: %v %s", op, err, out)
+		}
+	}
+	route("add")
+	waitNice(t, up.Process.Pid, -5, "connectivity up")
+	route("del")
+	waitNice(t, up.Process.Pid, 0, "connectivity down")
+
+	// Stopping lanesd undoes a boost.
+	route("add")
+	waitNice(t, up.Process.Pid, -5, "connectivity up again")
+	e.stop()
+	if n := niceOf(t, up.Process.Pid); n != 0 {
+		t.Errorf("after lanesd stopped the upload is at nice %d, want its own 0", n)
+	}
+	for _, want := range []string{"boost: sync (incr", "contact up for sync (reported by uid 0", "network: connectivity up"} {
+		if !strings.Contains(e.log.String(), want) {
+			t.Errorf("lanesd's log lacks %q", want)
+		}
+	}
+
+	// A crash leaves the boost; the next lanesd gives it back from its
+	// record (the route gone meanwhile: no contact when it starts).
+	e.startIn(p)
+	if r := e.lanes("move", strconv.Itoa(up.Process.Pid), "sync"); r.code != 0 { // the stop put it back
+		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
+	}
+	waitNice(t, up.Process.Pid, -5, "connectivity up at start")
+	e.kill9()
+	if n := niceOf(t, up.Process.Pid); n != -5 {
+		t.Fatalf("after lanesd was killed the upload is at nice %d, want the boost -5 left", n)
+	}
+	route("del")
+	e.startIn(p)
+	if n := niceOf(t, up.Process.Pid); n != 0 {
+		t.Errorf("after a restart the upload is at nice %d, want its own 0 back", n)
+	}
+	if !strings.Contains(e.log.String(), "gave 1 processes boosted by an earlier lanesd their own nice values back") {
+		t.Errorf("lanesd's log does not say it gave the boost back:\n%s", e.log)
+	}
+	e.stop()
+}

@@ -1,0 +1,129 @@
+package enforce
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+
+	"github.com/lanes-qos/lanes/cpu"
+	"github.com/lanes-qos/lanes/internal/procfs"
+	"github.com/lanes-qos/lanes/state"
+)
+
+// NiceRecord is the record of a process whose threads' nice values a
+// boost changed: each thread's own value, given back when the boost ends,
+// when lanesd stops, and at the next start after a crash.
+type NiceRecord struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	Lane      string `json:"lane"`
+	// Threads maps each thread the boost reached to its own nice.
+	Threads map[int]int `json:"threads"`
+}
+
+// Boost sets nice on every thread of pid, never above a thread's own
+// priority (a thread at -10 keeps -10 under a -5 boost). The threads' own
+// values are recorded before the first change; Unboost gives them back.
+func (e *Engine) Boost(pid, nice int, laneName string) error {
+	key := strconv.Itoa(pid)
+	var rec NiceRecord
+	err := e.store.Get(state.KindNice, key, &rec)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		st, err := procfs.ReadStat(pid)
+		if err != nil {
+			return cpu.ErrGone
+		}
+		rec = NiceRecord{PID: pid, StartTime: st.StartTime, Lane: laneName, Threads: map[int]int{}}
+	case err != nil:
+		return fmt.Errorf("boost pid %d: %w", pid, err)
+	}
+	tids, err := procfs.Threads(pid)
+	if err != nil {
+		return cpu.ErrGone
+	}
+	before := maps.Clone(rec.Threads)
+	for _, tid := range tids {
+		if _, ok := rec.Threads[tid]; ok {
+			continue
+		}
+		own, err := cpu.ThreadNice(tid)
+		if err != nil {
+			continue // the thread ended
+		}
+		rec.Threads[tid] = own
+	}
+	if !maps.Equal(before, rec.Threads) {
+		if err := e.store.Put(state.KindNice, key, rec); err != nil {
+			return fmt.Errorf("boost pid %d: record: %w", pid, err)
+		}
+	}
+	var errs []error
+	for tid, own := range rec.Threads {
+		if err := cpu.SetThreadNice(tid, min(nice, own)); err != nil && !errors.Is(err, cpu.ErrGone) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Unboost gives pid's threads their own nice values back and drops the
+// record; nothing to do for a process that was never boosted.
+func (e *Engine) Unboost(pid int) error {
+	key := strconv.Itoa(pid)
+	var rec NiceRecord
+	if err := e.store.Get(state.KindNice, key, &rec); err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("unboost pid %d: %w", pid, err)
+	}
+	err := e.giveBack(rec)
+	if derr := e.store.Delete(state.KindNice, key); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return err
+}
+
+// giveBack sets the recorded threads' own nice values, if the process is
+// the one recorded (not a later process under a reused PID).
+func (e *Engine) giveBack(rec NiceRecord) error {
+	if !alive(rec.PID, rec.StartTime) {
+		return nil
+	}
+	var errs []error
+	for tid, own := range rec.Threads {
+		if err := cpu.SetThreadNice(tid, own); err != nil && !errors.Is(err, cpu.ErrGone) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RestoreBoosts gives back every recorded boost: at stop, in lanesd
+// --cleanup, and at start for the boosts a crashed lanesd left (boosting
+// starts over). It returns how many processes it reached.
+func (e *Engine) RestoreBoosts() (int, error) {
+	recs, err := e.store.List(state.KindNice)
+	if err != nil {
+		return 0, fmt.Errorf("boost records: %w", err)
+	}
+	var errs []error
+	n := 0
+	for _, r := range recs {
+		var rec NiceRecord
+		if err := json.Unmarshal(r.Data, &rec); err != nil {
+			errs = append(errs, fmt.Errorf("boost record %s: %w", r.Key, err))
+		} else if err := e.giveBack(rec); err != nil {
+			errs = append(errs, err)
+		} else {
+			n++
+		}
+		if err := e.store.Delete(state.KindNice, r.Key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}

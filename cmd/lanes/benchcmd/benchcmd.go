@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-qos/lanes/bench"
 	"github.com/lanes-qos/lanes/bench/ch5"
+	"github.com/lanes-qos/lanes/bench/hotspot"
 	"github.com/lanes-qos/lanes/testbed/workload"
 )
 
@@ -110,7 +111,7 @@ probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
-	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand())
+	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand())
 	return cmd
 }
 
@@ -211,4 +212,63 @@ func ch5VideoCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// hotspotCommand is `lanes bench hotspot`: seed 000's experiment.
+func hotspotCommand() *cobra.Command {
+	var opts hotspot.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "hotspot [flags]",
+		Short: "Run seed 000's experiment: a TLS bulk transfer over an on/off link beside 0-30 CPU hogs, with and without boosting (root)",
+		Long: `Run the experiment of seed 000 (priority boosting when connectivity appears): a
+41 MB transfer (openssl s_client to s_server, TLS 1.3) from a sender whose lane
+is capped to a sliver of one CPU, over a 10 Mbit/s emulated link whose up and
+down periods are exponential (mean 5 s each), with 0, 1, 10, 20 and 30 CPU hogs
+(stress-ng) in the sender's lane. Arms: none (no boosting), static, incr and decr
+(the seed's policies). The emulator's schedule is the contact oracle: lanesd hears
+of each transition through the contact API. Writes hotspot.json and hotspot.md
+(transfer times beside the seed's) into --out. A full run is 20 transfers of
+about 70 s each. Needs root, openssl, stress-ng and lanesd beside lanes.`,
+		Example: `  sudo lanes bench hotspot --out bench/results/hotspot
+  sudo lanes bench hotspot --arm none,incr --hogs 0,30 --size 10000000`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("bench hotspot: needs root (network namespaces, cgroups)")
+			}
+			if opts.LanesBin == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench hotspot: find the lanes binary: %w", err)
+				}
+				opts.LanesBin = self
+			}
+			opts.Progress = os.Stderr
+			if verbose {
+				opts.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hotspot: "+f+"\n", a...) }
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if _, err := hotspot.Experiment(ctx, opts); err != nil {
+				return fmt.Errorf("bench %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "bench hotspot: results in %s\n", opts.OutDir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.OutDir, "out", ".", "directory for hotspot.json and hotspot.md")
+	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: none, static, incr, decr (default all)")
+	f.IntSliceVar(&opts.Hogs, "hogs", nil, "CPU hog counts (default 0,1,10,20,30)")
+	f.IntVar(&opts.Repeats, "repeats", 1, "transfers per arm and hog count")
+	f.Int64Var(&opts.Size, "size", 41_000_000, "bytes to transfer")
+	f.Uint64Var(&opts.Rate, "rate", 10_000_000, "link rate each way, bit/s")
+	f.DurationVar(&opts.MeanOn, "on", 5*time.Second, "mean up period of the link")
+	f.DurationVar(&opts.MeanOff, "off", 5*time.Second, "mean down period of the link")
+	f.Float64Var(&opts.CapPct, "cap", 5, "the sender's lane cap, percent of one CPU")
+	f.Uint64Var(&opts.Seed, "seed", 2006, "seed of the on/off schedule (repeat i uses seed+i)")
+	f.StringVar(&opts.LanesdBin, "lanesd", "", "lanesd binary (default: lanesd beside this binary)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log the testbed's steps")
+	return cmd
 }

@@ -1,0 +1,251 @@
+package hotspot
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Arm is one boosting setting of the transfer's lane.
+type Arm struct {
+	Name string
+	// Boost is the [lanes.sync.boost] table ("" for none).
+	Boost       string
+	Description string
+}
+
+// Arms are no boosting and one policy of each family: the seed's INCR
+// (nice -1 to -20, a step per event) and DECR (-20 to -1, a step per
+// 60 KB), and a static boost at -20.
+var Arms = []Arm{
+	{"none", "", "no boosting (the seed's Original)"},
+	{"static", "policy = \"static\"\ninitial = -20\n", "static: nice -20 for the contact"},
+	{"incr", "policy = \"incr\"\ninitial = -1\nfinal = -20\nstep = \"events\"\nevery = 1\n", "INCR: nice -1, one level more per event, to -20 (the seed's)"},
+	{"decr", "policy = \"decr\"\ninitial = -20\nfinal = -1\nstep = \"bytes\"\nevery = 60000\n", "DECR: nice -20, one level less per 60 KB, to -1 (the seed's)"},
+}
+
+func armByName(name string) (Arm, bool) {
+	for _, a := range Arms {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Arm{}, false
+}
+
+// Options of a run.
+type Options struct {
+	OutDir    string
+	Arms      []string // default all
+	Hogs      []int    // default 0, 1, 10, 20, 30
+	Repeats   int      // default 1
+	Size      int64    // bytes; default 41 MB
+	Rate      uint64   // bit/s; default 10 Mbit/s
+	Delay     time.Duration
+	MeanOn    time.Duration // default 5s
+	MeanOff   time.Duration // default 5s
+	CapPct    float64       // the lane's cap, percent of one CPU; default 5
+	Seed      uint64        // the on/off schedule of repeat i is seeded Seed+i
+	LanesBin  string
+	LanesdBin string
+	Progress  io.Writer
+	Logf      func(string, ...any)
+}
+
+func (o *Options) defaults() error {
+	if len(o.Arms) == 0 {
+		for _, a := range Arms {
+			o.Arms = append(o.Arms, a.Name)
+		}
+	}
+	for _, n := range o.Arms {
+		if _, ok := armByName(n); !ok {
+			return fmt.Errorf("unknown arm %q (arms: none, static, incr, decr)", n)
+		}
+	}
+	if len(o.Hogs) == 0 {
+		o.Hogs = []int{0, 1, 10, 20, 30}
+	}
+	for _, h := range o.Hogs {
+		if h < 0 || h > 256 {
+			return fmt.Errorf("hogs %d outside 0..256", h)
+		}
+	}
+	if o.Repeats == 0 {
+		o.Repeats = 1
+	}
+	if o.Size == 0 {
+		o.Size = 41_000_000
+	}
+	if o.Rate == 0 {
+		o.Rate = 10_000_000
+	}
+	if o.Delay == 0 {
+		o.Delay = 5 * time.Millisecond
+	}
+	if o.MeanOn == 0 {
+		o.MeanOn = 5 * time.Second
+	}
+	if o.MeanOff == 0 {
+		o.MeanOff = 5 * time.Second
+	}
+	if o.CapPct == 0 {
+		o.CapPct = 5
+	}
+	if o.Seed == 0 {
+		o.Seed = 2006
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	switch {
+	case o.Repeats < 0:
+		return fmt.Errorf("repeats %d is negative", o.Repeats)
+	case o.Size < 0:
+		return fmt.Errorf("size %d is negative", o.Size)
+	case !(o.CapPct > 0 && o.CapPct <= 100):
+		return fmt.Errorf("cap %g%% outside (0, 100]", o.CapPct)
+	}
+	return nil
+}
+
+// Run is one transfer.
+type Run struct {
+	Arm    string  `json:"arm"`
+	Hogs   int     `json:"hogs"`
+	Repeat int     `json:"repeat"`
+	Secs   float64 `json:"seconds"` // transfer time
+	// Contacts is how many contacts the oracle reported during the
+	// transfer; Boosts how many boost events lanesd logged.
+	Contacts int    `json:"contacts"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Results of a whole experiment.
+type Results struct {
+	Started time.Time `json:"started"`
+	Host    string    `json:"host"`
+	Setup   string    `json:"setup"`
+	Runs    []Run     `json:"runs"`
+}
+
+// Paper is seed 000's Table (bulk transfer time mean/sd in seconds, with
+// 0, 1, 10, 20 and 30 CPU hogs).
+var Paper = map[string][5][2]float64{
+	"none": {{80.8, 0.63}, {81, 0.82}, {81, 0.82}, {82.4, 2.55}, {82.7, 2.54}},
+	"incr": {{80, 0}, {80.1, 0.32}, {80.1, 0.32}, {80.1, 0.32}, {80.2, 0.42}},
+	"decr": {{80.4, 0.52}, {80.4, 0.52}, {80.8, 0.79}, {81.2, 0.92}, {81.7, 2.26}},
+}
+
+var paperHogs = []int{0, 1, 10, 20, 30}
+
+// stat is the mean and standard deviation of an arm's runs at a hog
+// count (n = 0 when none succeeded).
+func (r *Results) stat(arm string, hogs int) (mean, sd float64, n int) {
+	var xs []float64
+	for _, run := range r.Runs {
+		if run.Arm == arm && run.Hogs == hogs && run.Error == "" {
+			xs = append(xs, run.Secs)
+		}
+	}
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	for _, x := range xs {
+		sd += (x - mean) * (x - mean)
+	}
+	if len(xs) > 1 {
+		sd = math.Sqrt(sd / float64(len(xs)-1))
+	}
+	return mean, sd, len(xs)
+}
+
+// Markdown is the results table: each arm's transfer times by hog count,
+// the seed's beside them, and the ratio of the most hogs to none (the
+// goal: at most 1.15 for a boosting arm).
+func (r *Results) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Seed 000: bulk transfer time under CPU hogs, boosting on contact\n\n%s\n\n%s\n\n", r.Host, r.Setup)
+	var arms []string
+	hogSet := map[int]bool{}
+	for _, run := range r.Runs {
+		if !slices.Contains(arms, run.Arm) {
+			arms = append(arms, run.Arm)
+		}
+		hogSet[run.Hogs] = true
+	}
+	var hogs []int
+	for h := range hogSet {
+		hogs = append(hogs, h)
+	}
+	slices.Sort(hogs)
+	b.WriteString("| arm |")
+	for _, h := range hogs {
+		fmt.Fprintf(&b, " %d hogs: lanes (seed) |", h)
+	}
+	b.WriteString(" most hogs / none |\n|---|")
+	for range hogs {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|\n")
+	for _, a := range arms {
+		fmt.Fprintf(&b, "| %s |", a)
+		for _, h := range hogs {
+			m, sd, n := r.stat(a, h)
+			cell := "failed"
+			if n > 0 {
+				cell = fmt.Sprintf("%.1f/%.1f s", m, sd)
+			}
+			if p, ok := Paper[a]; ok {
+				for i, ph := range paperHogs {
+					if ph == h {
+						cell += fmt.Sprintf(" (%.1f/%.2f)", p[i][0], p[i][1])
+					}
+				}
+			}
+			fmt.Fprintf(&b, " %s |", cell)
+		}
+		m0, _, n0 := r.stat(a, hogs[0])
+		mN, _, nN := r.stat(a, hogs[len(hogs)-1])
+		if n0 > 0 && nN > 0 && m0 > 0 {
+			fmt.Fprintf(&b, " %.2f |\n", mN/m0)
+		} else {
+			b.WriteString(" - |\n")
+		}
+	}
+	b.WriteString("\nmean/sd over the repeats; the seed's mean/sd in parentheses (its Original is lanes' none).\n")
+	for _, run := range r.Runs {
+		if run.Error != "" {
+			fmt.Fprintf(&b, "\nERROR %s, %d hogs, repeat %d: %s\n", run.Arm, run.Hogs, run.Repeat, run.Error)
+		}
+	}
+	return b.String()
+}
+
+// Write puts hotspot.json and hotspot.md into dir.
+func (r *Results) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hotspot.json"), j, 0o644); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "hotspot.md"), []byte(r.Markdown()), 0o644)
+}

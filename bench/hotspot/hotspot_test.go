@@ -1,0 +1,46 @@
+package hotspot
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestOptions(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Arms: []string{"turbo"}}, `unknown arm "turbo"`},
+		{Options{Hogs: []int{-1}}, "hogs -1 outside"},
+		{Options{CapPct: 150}, "cap 150% outside"},
+		{Options{Repeats: -2}, "repeats -2 is negative"},
+	} {
+		if err := c.o.defaults(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+	var o Options
+	if err := o.defaults(); err != nil || o.Size != 41_000_000 || len(o.Hogs) != 5 || len(o.Arms) != 4 {
+		t.Errorf("defaults %+v, %v", o, err)
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	r := &Results{Host: "h", Setup: "s", Runs: []Run{
+		{Arm: "none", Hogs: 0, Secs: 70}, {Arm: "none", Hogs: 0, Repeat: 1, Secs: 72},
+		{Arm: "none", Hogs: 30, Secs: 140},
+		{Arm: "incr", Hogs: 0, Secs: 71}, {Arm: "incr", Hogs: 30, Secs: 75},
+		{Arm: "static", Hogs: 30, Error: "boom"},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| none | 71.0/1.4 s (80.8/0.63) | 140.0/0.0 s (82.7/2.54) | 1.97 |",
+		"| incr | 71.0/0.0 s (80.0/0.00) | 75.0/0.0 s (80.2/0.42) | 1.06 |",
+		"| static | failed | failed | - |",
+		"ERROR static, 30 hogs, repeat 0: boom",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package hotspot
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lanes-qos/lanes/api/client"
+	"github.com/lanes-qos/lanes/testbed/linkem"
+	"github.com/lanes-qos/lanes/testbed/netns"
+)
+
+const port = 5500
+
+// Experiment runs every arm at every hog count, Repeats times, each run on
+// a fresh topology, and writes hotspot.json and hotspot.md into
+// opts.OutDir. A run that fails is recorded with its error.
+func Experiment(ctx context.Context, opts Options) (*Results, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, fmt.Errorf("hotspot: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("hotspot: needs root (network namespaces, cgroups)")
+	}
+	if opts.LanesBin == "" {
+		return nil, errors.New("hotspot: the lanes binary is not known (Options.LanesBin)")
+	}
+	if opts.LanesdBin == "" {
+		opts.LanesdBin = filepath.Join(filepath.Dir(opts.LanesBin), "lanesd")
+	}
+	if _, err := os.Stat(opts.LanesdBin); err != nil {
+		return nil, fmt.Errorf("hotspot: lanesd: %w", err)
+	}
+	for _, tool := range []string{"openssl", "stress-ng", "taskset"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("hotspot: %s: %w (apt-get install openssl stress-ng util-linux)", tool, err)
+		}
+	}
+	unlock, err := netns.LockHost(ctx, func() {
+		fmt.Fprintf(opts.Progress, "hotspot: waiting for another testbed user (%s)\n", netns.LockPath)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hotspot: %w", err)
+	}
+	defer unlock()
+	dir, err := os.MkdirTemp("", "lanes-hotspot-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := writeFiles(dir, opts.Size); err != nil {
+		return nil, fmt.Errorf("hotspot: %w", err)
+	}
+	res := &Results{Started: time.Now().UTC(), Host: hostLine(),
+		Setup: fmt.Sprintf("%.1f MB over %d bit/s, %v one-way delay, up and down exponential with means %v and %v (seed %d + repeat); "+
+			"sender in lane sync capped at %g%% of one CPU, pinned with the hogs (stress-ng --cpu N) to CPU 0; openssl s_client → s_server (TLS 1.3)",
+			float64(opts.Size)/1e6, opts.Rate, opts.Delay, opts.MeanOn, opts.MeanOff, opts.Seed, opts.CapPct)}
+	for rep := 0; rep < opts.Repeats; rep++ {
+		for _, hogs := range opts.Hogs {
+			for _, name := range opts.Arms {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				a, _ := armByName(name)
+				run := transfer(ctx, opts, dir, a, hogs, rep)
+				res.Runs = append(res.Runs, run)
+				if run.Error != "" {
+					fmt.Fprintf(opts.Progress, "hotspot: %s, %d hogs, repeat %d: ERROR %s\n", a.Name, hogs, rep, run.Error)
+				} else {
+					fmt.Fprintf(opts.Progress, "hotspot: %s, %d hogs, repeat %d: %.1f s (%d contacts)\n", a.Name, hogs, rep, run.Secs, run.Contacts)
+				}
+			}
+		}
+	}
+	if err := res.Write(opts.OutDir); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// writeFiles writes the payload and a self-signed certificate for the
+// TLS server.
+func writeFiles(dir string, size int64) error {
+	payload := make([]byte, size)
+	if _, err := rand.Read(payload); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "payload"), payload, 0o644); err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lanes-hotspot"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+}
+
+// proc is a started process of a run.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+func start(ctx context.Context, ns string, stdin string, argv ...string) (*proc, error) {
+	p := &proc{cmd: netns.Command(ctx, ns, argv[0], argv[1:]...), done: make(chan struct{})}
+	p.cmd.Stderr = &p.stderr
+	if stdin != "" {
+		f, err := os.Open(stdin)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		p.cmd.Stdin = f
+	}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.Cancel = func() error { return syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// transfer is one run: topology, lanesd with the arm's policy, hogs,
+// the oracle following the emulator's schedule, and the TLS transfer.
+func transfer(ctx context.Context, opts Options, dir string, a Arm, hogs, rep int) (run Run) {
+	run = Run{Arm: a.Name, Hogs: hogs, Repeat: rep}
+	fail := func(err error) Run { run.Error = err.Error(); return run }
+	topo, err := netns.New(1, opts.Logf)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err := topo.Close(); err != nil && run.Error == "" {
+			run.Error = err.Error()
+		}
+	}()
+	path := topo.Paths[0]
+	seed := opts.Seed + uint64(rep)
+	link := func() linkem.Config {
+		return linkem.Config{Rate: opts.Rate, Delay: opts.Delay, QueuePackets: 100,
+			Schedule: linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed)}
+	}
+	em, err := linkem.Start(path.TunUp, path.TunDown, linkem.Options{Up: link(), Down: link(), Realtime: true, Logf: opts.Logf})
+	if err != nil {
+		return fail(fmt.Errorf("link emulator: %w", err))
+	}
+	t0 := time.Now()
+	defer em.Stop()
+
+	rdir, err := os.MkdirTemp(dir, a.Name+"-")
+	if err != nil {
+		return fail(err)
+	}
+	socket := filepath.Join(rdir, "lanes.sock")
+	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n\n[lanes.sync]\ncpu = { cap = %g }\n", socket, filepath.Join(rdir, "state"), opts.CapPct/float64(cpus()))
+	if a.Boost != "" {
+		cfg += "\n[lanes.sync.boost]\n" + a.Boost
+	}
+	if err := os.WriteFile(filepath.Join(rdir, "lanes.toml"), []byte(cfg), 0o644); err != nil {
+		return fail(err)
+	}
+	d, err := start(ctx, topo.Src, "", opts.LanesdBin, "--config", filepath.Join(rdir, "lanes.toml"))
+	if err != nil {
+		return fail(err)
+	}
+	defer d.kill()
+	c := client.New(socket)
+	for deadline := time.Now().Add(20 * time.Second); !c.Alive(ctx); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("lanesd not answering: %s", tail(d.stderr.String(), 600)))
+		}
+	}
+	lanesRun := []string{opts.LanesBin, "--socket", socket, "run", "-l", "sync", "--", "taskset", "-c", "0"}
+
+	srv, err := start(ctx, topo.Dst, "", "openssl", "s_server", "-quiet", "-naccept", "1", "-accept", fmt.Sprintf("%s:%d", path.DstAddr, port),
+		"-cert", filepath.Join(dir, "cert.pem"), "-key", filepath.Join(dir, "key.pem"))
+	if err != nil {
+		return fail(err)
+	}
+	defer srv.kill()
+	if hogs > 0 {
+		h, err := start(ctx, topo.Src, "", append(lanesRun, "stress-ng", "--cpu", strconv.Itoa(hogs), "--cpu-method", "int64", "--timeout", "900s", "--quiet")...)
+		if err != nil {
+			return fail(err)
+		}
+		defer h.kill()
+	}
+	time.Sleep(time.Second) // the server listening, the hogs running
+
+	// The oracle: lanesd hears of every transition of the emulator's
+	// schedule (the same seed, so the same intervals).
+	octx, stopOracle := context.WithCancel(ctx)
+	contacts := make(chan int, 1)
+	go func() { contacts <- oracle(octx, c, linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed), t0) }()
+
+	begin := time.Now()
+	cl, err := start(ctx, topo.Src, filepath.Join(dir, "payload"), append(lanesRun, "openssl", "s_client", "-quiet", "-no_ign_eof",
+		"-connect", fmt.Sprintf("%s:%d", path.DstAddr, port))...)
+	if err != nil {
+		stopOracle()
+		return fail(err)
+	}
+	defer cl.kill()
+	limit := time.Duration(float64(opts.Size)*8/float64(opts.Rate)*float64(time.Second))*6 + 60*time.Second
+	select {
+	case <-srv.done:
+		run.Secs = time.Since(begin).Seconds()
+		if srv.err != nil {
+			run.Error = fmt.Sprintf("s_server: %v: %s", srv.err, tail(srv.stderr.String(), 300))
+		}
+	case <-time.After(limit):
+		run.Error = fmt.Sprintf("transfer not done after %v", limit)
+	case <-ctx.Done():
+		run.Error = ctx.Err().Error()
+	}
+	stopOracle()
+	run.Contacts = <-contacts
+	return run
+}
+
+// oracle reports each up and down transition of sched (time from t0) to
+// lanesd until ctx ends, and returns how many contacts began.
+func oracle(ctx context.Context, c *client.Client, sched *linkem.ExpSchedule, t0 time.Time) int {
+	n := 0
+	if _, err := c.Contact(ctx, true, nil); err == nil {
+		n++
+	}
+	at := time.Duration(0)
+	for ctx.Err() == nil {
+		// The next down period: NextUp of a time inside it is its end.
+		end := sched.NextUp(at)
+		if end == at { // up now: find when it goes down
+			var down linkem.Interval
+			for _, iv := range sched.DownIntervals() {
+				if iv.Start >= at {
+					down = iv
+					break
+				}
+			}
+			if down.End == 0 {
+				sched.NextUp(at + time.Second) // generate further
+				at += time.Second
+				continue
+			}
+			if !sleepUntil(ctx, t0.Add(down.Start)) {
+				break
+			}
+			c.Contact(ctx, false, nil)
+			if !sleepUntil(ctx, t0.Add(down.End)) {
+				break
+			}
+			if _, err := c.Contact(ctx, true, nil); err == nil {
+				n++
+			}
+			at = down.End
+			continue
+		}
+		at = end
+	}
+	return n
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Until(t)):
+		return true
+	}
+}
+
+func cpus() int {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 1
+	}
+	return max(1, strings.Count(string(b), "processor\t:"))
+}
+
+func hostLine() string {
+	var u syscall.Utsname
+	syscall.Uname(&u)
+	rel := make([]byte, 0, 65)
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		rel = append(rel, byte(c))
+	}
+	return fmt.Sprintf("Linux %s, %d CPUs", rel, cpus())
+}

@@ -41,21 +41,28 @@ func armByName(name string) (Arm, bool) {
 
 // Options of a run.
 type Options struct {
-	OutDir    string
-	Arms      []string // default all
-	Hogs      []int    // default 0, 1, 10, 20, 30
-	Repeats   int      // default 1
-	Size      int64    // bytes; default 41 MB
-	Rate      uint64   // bit/s; default 10 Mbit/s
-	Delay     time.Duration
-	MeanOn    time.Duration // default 5s
-	MeanOff   time.Duration // default 5s
-	CapPct    float64       // the lane's cap, percent of one CPU; default 5
-	Seed      uint64        // the on/off schedule of repeat i is seeded Seed+i
-	LanesBin  string
-	LanesdBin string
-	Progress  io.Writer
-	Logf      func(string, ...any)
+	OutDir  string
+	Arms    []string // default all
+	Hogs    []int    // default 0, 1, 10, 20, 30
+	Repeats int      // default 1
+	Size    int64    // bytes; default 41 MB
+	Rate    uint64   // bit/s; default 10 Mbit/s
+	Delay   time.Duration
+	MeanOn  time.Duration // default 5s
+	MeanOff time.Duration // default 5s
+	CapPct  float64       // the lane's cap, percent of one CPU; default 5
+	Seed    uint64        // the on/off schedule of repeat i is seeded Seed+i
+	// Audio runs the seed's audio experiment instead of the transfer:
+	// the send jitter of 80-byte datagrams every 20 ms for AudioDuration
+	// (default 30s) beside cross traffic of each Cross percent of the
+	// link (default 0, 50, 85), with Hogs (default 0 and 1).
+	Audio         bool
+	AudioDuration time.Duration
+	Cross         []int
+	LanesBin      string
+	LanesdBin     string
+	Progress      io.Writer
+	Logf          func(string, ...any)
 }
 
 func (o *Options) defaults() error {
@@ -71,6 +78,20 @@ func (o *Options) defaults() error {
 	}
 	if len(o.Hogs) == 0 {
 		o.Hogs = []int{0, 1, 10, 20, 30}
+		if o.Audio {
+			o.Hogs = []int{0, 1}
+		}
+	}
+	if o.AudioDuration == 0 {
+		o.AudioDuration = 30 * time.Second
+	}
+	if len(o.Cross) == 0 {
+		o.Cross = []int{0, 50, 85}
+	}
+	for _, c := range o.Cross {
+		if c < 0 || c > 100 {
+			return fmt.Errorf("cross traffic %d%% outside 0..100", c)
+		}
 	}
 	for _, h := range o.Hogs {
 		if h < 0 || h > 256 {
@@ -123,7 +144,11 @@ type Run struct {
 	Arm    string  `json:"arm"`
 	Hogs   int     `json:"hogs"`
 	Repeat int     `json:"repeat"`
-	Secs   float64 `json:"seconds"` // transfer time
+	Secs   float64 `json:"seconds,omitempty"` // transfer time
+	// Cross is the audio run's cross traffic, percent of the link;
+	// JitterUS its send jitter in microseconds.
+	Cross    *int    `json:"cross,omitempty"`
+	JitterUS float64 `json:"jitter_us,omitempty"`
 	// Contacts is how many contacts the oracle reported during the
 	// transfer; Boosts how many boost events lanesd logged.
 	Contacts int    `json:"contacts"`
@@ -173,10 +198,93 @@ func (r *Results) stat(arm string, hogs int) (mean, sd float64, n int) {
 	return mean, sd, len(xs)
 }
 
+// PaperAudio is seed 000's audio table: send jitter in µs with 0 and 1
+// hogs, at 0, 50 and 85 % cross traffic.
+var PaperAudio = map[string][2][3]float64{
+	"none": {{278, 268, 1066}, {847, 672, 575}},
+	"incr": {{896, 1034, 1150}, {1132, 1147, 661}},
+	"decr": {{433, 594, 1090}, {118, 1174, 549}},
+}
+
+var paperCross = []int{0, 50, 85}
+
+// audioMarkdown is the audio runs' table: send jitter by arm and hogs
+// (rows) and cross traffic (columns), the seed's beside.
+func (r *Results) audioMarkdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Seed 000: audio send jitter under cross traffic and CPU hogs, boosting on contact\n\n%s\n\n%s\n\n", r.Host, r.Setup)
+	type key struct {
+		arm        string
+		hogs, crss int
+	}
+	sum := map[key][]float64{}
+	var arms []string
+	var hogs, cross []int
+	for _, run := range r.Runs {
+		if run.Cross == nil {
+			continue
+		}
+		if !slices.Contains(arms, run.Arm) {
+			arms = append(arms, run.Arm)
+		}
+		if !slices.Contains(hogs, run.Hogs) {
+			hogs = append(hogs, run.Hogs)
+		}
+		if !slices.Contains(cross, *run.Cross) {
+			cross = append(cross, *run.Cross)
+		}
+		if run.Error == "" {
+			k := key{run.Arm, run.Hogs, *run.Cross}
+			sum[k] = append(sum[k], run.JitterUS)
+		}
+	}
+	slices.Sort(hogs)
+	slices.Sort(cross)
+	b.WriteString("| arm | hogs |")
+	for _, c := range cross {
+		fmt.Fprintf(&b, " %d %% cross: lanes (seed) µs |", c)
+	}
+	b.WriteString("\n|---|---|")
+	for range cross {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, a := range arms {
+		for _, h := range hogs {
+			fmt.Fprintf(&b, "| %s | %d |", a, h)
+			for _, c := range cross {
+				xs := sum[key{a, h, c}]
+				cell := "failed"
+				if len(xs) > 0 {
+					var m float64
+					for _, x := range xs {
+						m += x
+					}
+					cell = fmt.Sprintf("%.0f", m/float64(len(xs)))
+				}
+				if p, ok := PaperAudio[a]; ok && h <= 1 {
+					if i := slices.Index(paperCross, c); i >= 0 {
+						cell += fmt.Sprintf(" (%.0f)", p[h][i])
+					}
+				}
+				fmt.Fprintf(&b, " %s |", cell)
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\nmean over the repeats; the seed's figure in parentheses (its Original is lanes' none).\n")
+	return b.String()
+}
+
 // Markdown is the results table: each arm's transfer times by hog count,
 // the seed's beside them, and the ratio of the most hogs to none (the
 // goal: at most 1.15 for a boosting arm).
 func (r *Results) Markdown() string {
+	for _, run := range r.Runs {
+		if run.Cross != nil {
+			return r.audioMarkdown()
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Seed 000: bulk transfer time under CPU hogs, boosting on contact\n\n%s\n\n%s\n\n", r.Host, r.Setup)
 	var arms []string
@@ -235,8 +343,15 @@ func (r *Results) Markdown() string {
 	return b.String()
 }
 
-// Write puts hotspot.json and hotspot.md into dir.
+// Write puts hotspot.json and hotspot.md (audio runs: audio.json and
+// audio.md) into dir.
 func (r *Results) Write(dir string) error {
+	name := "hotspot"
+	for _, run := range r.Runs {
+		if run.Cross != nil {
+			name = "audio"
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
@@ -244,8 +359,8 @@ func (r *Results) Write(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "hotspot.json"), j, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), j, 0o644); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
-	return os.WriteFile(filepath.Join(dir, "hotspot.md"), []byte(r.Markdown()), 0o644)
+	return os.WriteFile(filepath.Join(dir, name+".md"), []byte(r.Markdown()), 0o644)
 }

@@ -1,8 +1,10 @@
 package hotspot
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOptions(t *testing.T) {
@@ -41,6 +43,40 @@ func TestMarkdown(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestSendJitter(t *testing.T) {
+	ms := time.Millisecond
+	t0 := time.Unix(0, 0)
+	at := func(offsets ...time.Duration) []time.Time {
+		var out []time.Time
+		for _, o := range offsets {
+			out = append(out, t0.Add(o))
+		}
+		return out
+	}
+	if j := sendJitter(at(0, 20*ms, 40*ms, 60*ms), 20*ms); j != 0 {
+		t.Errorf("regular sends: jitter %v, want 0", j)
+	}
+	// Gaps 20, 22, 18, 20: |dev| 0, 2, 2, 0 ms: mean 1, sd sqrt(4/3) ms.
+	got := sendJitter(at(0, 20*ms, 42*ms, 60*ms, 80*ms), 20*ms)
+	if want := time.Duration(math.Sqrt(4.0/3) * float64(ms)); got < want-time.Microsecond || got > want+time.Microsecond {
+		t.Errorf("jitter %v, want %v", got, want)
+	}
+}
+
+func TestAudioMarkdown(t *testing.T) {
+	c0, c85 := 0, 85
+	r := &Results{Runs: []Run{
+		{Arm: "none", Hogs: 1, Cross: &c0, JitterUS: 900}, {Arm: "none", Hogs: 1, Cross: &c85, JitterUS: 500},
+		{Arm: "decr", Hogs: 1, Cross: &c0, JitterUS: 100}, {Arm: "decr", Hogs: 1, Cross: &c85, Error: "x"},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{"| none | 1 | 900 (847) | 500 (575) |", "| decr | 1 | 100 (118) | failed (549) |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("audio markdown lacks %q:\n%s", want, md)
 		}
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"os"
 	"os/exec"
@@ -70,19 +72,32 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 		Setup: fmt.Sprintf("%.1f MB over %d bit/s, %v one-way delay, up and down exponential with means %v and %v (seed %d + repeat); "+
 			"sender in lane sync capped at %g%% of one CPU, pinned with the hogs (stress-ng --cpu N) to CPU 0; openssl s_client → s_server (TLS 1.3)",
 			float64(opts.Size)/1e6, opts.Rate, opts.Delay, opts.MeanOn, opts.MeanOff, opts.Seed, opts.CapPct)}
+	crosses := []int{-1}
+	if opts.Audio {
+		crosses = opts.Cross
+		res.Setup = fmt.Sprintf("%d-byte datagrams every %v for %v (the seed's audio-like application; jitter: sd of |inter-send − interval| at sendto) over %d bit/s, "+
+			"up and down exponential with means %v and %v; cross traffic iperf3 UDP at a share of the link; sender and hogs in lane sync capped at %g%% of one CPU, pinned to CPU 0",
+			audioBytes, audioInterval, opts.AudioDuration, opts.Rate, opts.MeanOn, opts.MeanOff, opts.CapPct)
+	}
 	for rep := 0; rep < opts.Repeats; rep++ {
-		for _, hogs := range opts.Hogs {
-			for _, name := range opts.Arms {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
-				a, _ := armByName(name)
-				run := transfer(ctx, opts, dir, a, hogs, rep)
-				res.Runs = append(res.Runs, run)
-				if run.Error != "" {
-					fmt.Fprintf(opts.Progress, "hotspot: %s, %d hogs, repeat %d: ERROR %s\n", a.Name, hogs, rep, run.Error)
-				} else {
-					fmt.Fprintf(opts.Progress, "hotspot: %s, %d hogs, repeat %d: %.1f s (%d contacts)\n", a.Name, hogs, rep, run.Secs, run.Contacts)
+		for _, cross := range crosses {
+			for _, hogs := range opts.Hogs {
+				for _, name := range opts.Arms {
+					if ctx.Err() != nil {
+						return res, ctx.Err()
+					}
+					a, _ := armByName(name)
+					run := runOne(ctx, opts, dir, a, hogs, cross, rep, opts.Audio)
+					res.Runs = append(res.Runs, run)
+					what := fmt.Sprintf("%.1f s", run.Secs)
+					if opts.Audio {
+						what = fmt.Sprintf("%d%% cross traffic: send jitter %.0f µs", cross, run.JitterUS)
+					}
+					if run.Error != "" {
+						fmt.Fprintf(opts.Progress, "hotspot: %s, %d hogs, repeat %d: ERROR %s\n", a.Name, hogs, rep, run.Error)
+					} else {
+						fmt.Fprintf(opts.Progress, "hotspot: %s, %d hogs, repeat %d: %s (%d contacts)\n", a.Name, hogs, rep, what, run.Contacts)
+					}
 				}
 			}
 		}
@@ -131,9 +146,12 @@ type proc struct {
 	err    error
 }
 
-func start(ctx context.Context, ns string, stdin string, argv ...string) (*proc, error) {
+// start runs argv in namespace ns with stdin from the file stdin ("":
+// none) and stdout to stdout (nil: discarded).
+func start(ctx context.Context, ns string, stdin string, stdout io.Writer, argv ...string) (*proc, error) {
 	p := &proc{cmd: netns.Command(ctx, ns, argv[0], argv[1:]...), done: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
+	p.cmd.Stdout = stdout
 	if stdin != "" {
 		f, err := os.Open(stdin)
 		if err != nil {
@@ -169,10 +187,15 @@ func tail(s string, n int) string {
 	return s
 }
 
-// transfer is one run: topology, lanesd with the arm's policy, hogs,
-// the oracle following the emulator's schedule, and the TLS transfer.
-func transfer(ctx context.Context, opts Options, dir string, a Arm, hogs, rep int) (run Run) {
+// runOne is one run: topology, lanesd with the arm's policy, hogs, the
+// oracle following the emulator's schedule, and the workload: the TLS
+// transfer, or (audio) the audio sender beside cross traffic of cross
+// percent of the link.
+func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, rep int, audio bool) (run Run) {
 	run = Run{Arm: a.Name, Hogs: hogs, Repeat: rep}
+	if audio {
+		run.Cross = ptr(cross)
+	}
 	fail := func(err error) Run { run.Error = err.Error(); return run }
 	topo, err := netns.New(1, opts.Logf)
 	if err != nil {
@@ -208,7 +231,7 @@ func transfer(ctx context.Context, opts Options, dir string, a Arm, hogs, rep in
 	if err := os.WriteFile(filepath.Join(rdir, "lanes.toml"), []byte(cfg), 0o644); err != nil {
 		return fail(err)
 	}
-	d, err := start(ctx, topo.Src, "", opts.LanesdBin, "--config", filepath.Join(rdir, "lanes.toml"))
+	d, err := start(ctx, topo.Src, "", nil, opts.LanesdBin, "--config", filepath.Join(rdir, "lanes.toml"))
 	if err != nil {
 		return fail(err)
 	}
@@ -221,14 +244,17 @@ func transfer(ctx context.Context, opts Options, dir string, a Arm, hogs, rep in
 	}
 	lanesRun := []string{opts.LanesBin, "--socket", socket, "run", "-l", "sync", "--", "taskset", "-c", "0"}
 
-	srv, err := start(ctx, topo.Dst, "", "openssl", "s_server", "-quiet", "-naccept", "1", "-accept", fmt.Sprintf("%s:%d", path.DstAddr, port),
-		"-cert", filepath.Join(dir, "cert.pem"), "-key", filepath.Join(dir, "key.pem"))
-	if err != nil {
-		return fail(err)
+	var srv *proc
+	if !audio {
+		srv, err = start(ctx, topo.Dst, "", nil, "openssl", "s_server", "-quiet", "-naccept", "1", "-accept", fmt.Sprintf("%s:%d", path.DstAddr, port),
+			"-cert", filepath.Join(dir, "cert.pem"), "-key", filepath.Join(dir, "key.pem"))
+		if err != nil {
+			return fail(err)
+		}
+		defer srv.kill()
 	}
-	defer srv.kill()
 	if hogs > 0 {
-		h, err := start(ctx, topo.Src, "", append(lanesRun, "stress-ng", "--cpu", strconv.Itoa(hogs), "--cpu-method", "int64", "--timeout", "900s", "--quiet")...)
+		h, err := start(ctx, topo.Src, "", nil, append(lanesRun, "stress-ng", "--cpu", strconv.Itoa(hogs), "--cpu-method", "int64", "--timeout", "900s", "--quiet")...)
 		if err != nil {
 			return fail(err)
 		}
@@ -242,8 +268,14 @@ func transfer(ctx context.Context, opts Options, dir string, a Arm, hogs, rep in
 	contacts := make(chan int, 1)
 	go func() { contacts <- oracle(octx, c, linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed), t0) }()
 
+	if audio {
+		run.JitterUS, run.Error = audioRun(ctx, opts, topo, lanesRun, cross)
+		stopOracle()
+		run.Contacts = <-contacts
+		return run
+	}
 	begin := time.Now()
-	cl, err := start(ctx, topo.Src, filepath.Join(dir, "payload"), append(lanesRun, "openssl", "s_client", "-quiet", "-no_ign_eof",
+	cl, err := start(ctx, topo.Src, filepath.Join(dir, "payload"), nil, append(lanesRun, "openssl", "s_client", "-quiet", "-no_ign_eof",
 		"-connect", fmt.Sprintf("%s:%d", path.DstAddr, port))...)
 	if err != nil {
 		stopOracle()
@@ -338,3 +370,58 @@ func hostLine() string {
 	}
 	return fmt.Sprintf("Linux %s, %d CPUs", rel, cpus())
 }
+
+const (
+	audioBytes    = 80
+	audioInterval = 20 * time.Millisecond
+	crossPort     = 5501
+	audioPort     = 5502
+)
+
+// audioRun runs the audio sender in the lane for opts.AudioDuration
+// beside iperf3 UDP cross traffic at cross percent of the link, and
+// returns its send jitter in microseconds.
+func audioRun(ctx context.Context, opts Options, topo *netns.Topology, lanesRun []string, cross int) (float64, string) {
+	path := topo.Paths[0]
+	if cross > 0 {
+		srv, err := start(ctx, topo.Dst, "", nil, "iperf3", "-s", "-1", "-p", strconv.Itoa(crossPort))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer srv.kill()
+		time.Sleep(200 * time.Millisecond)
+		bps := opts.Rate * uint64(cross) / 100
+		cl, err := start(ctx, topo.Src, "", nil, "iperf3", "-c", path.DstAddr.String(), "-p", strconv.Itoa(crossPort), "-u", "-b", strconv.FormatUint(bps, 10),
+			"-t", strconv.Itoa(int(opts.AudioDuration/time.Second)+5))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer cl.kill()
+		time.Sleep(time.Second)
+	}
+	cfg, _ := json.Marshal(AudioConfig{To: fmt.Sprintf("%s:%d", path.DstAddr, audioPort), Duration: opts.AudioDuration, Interval: audioInterval, Bytes: audioBytes})
+	var out bytes.Buffer
+	p, err := start(ctx, topo.Src, "", &out, append(lanesRun, opts.LanesBin, "bench", "hotspotaudio", string(cfg))...)
+	if err != nil {
+		return 0, err.Error()
+	}
+	select {
+	case <-p.done:
+	case <-time.After(opts.AudioDuration + 30*time.Second):
+		p.kill()
+		return 0, "audio sender did not end"
+	case <-ctx.Done():
+		p.kill()
+		return 0, ctx.Err().Error()
+	}
+	if p.err != nil {
+		return 0, fmt.Sprintf("audio sender: %v: %s", p.err, tail(p.stderr.String(), 300))
+	}
+	var r AudioResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return 0, fmt.Sprintf("audio sender output %q: %v", tail(out.String(), 200), err)
+	}
+	return float64(r.Jitter) / float64(time.Microsecond), ""
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -111,7 +111,7 @@ probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
-	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand())
+	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand(), hotspotAudioCommand())
 	return cmd
 }
 
@@ -195,6 +195,26 @@ ch5.svg into --out. Needs root, stress-ng, iperf3 and lanesd beside lanes.`,
 	return cmd
 }
 
+// hotspotAudioCommand is the hidden `lanes bench hotspotaudio CONFIG`:
+// the audio sender of `lanes bench hotspot --audio`, started by the runner
+// in the boosted lane.
+func hotspotAudioCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "hotspotaudio CONFIG",
+		Short:  "Run the audio sender of lanes bench hotspot --audio (started by the runner)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := hotspot.AudioMain(ctx, args[0], cmd.OutOrStdout()); err != nil {
+				return fmt.Errorf("bench hotspotaudio: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
 // ch5VideoCommand is the hidden `lanes bench ch5video send|recv CONFIG`:
 // one end of the chapter-5 video application, started by the runner.
 func ch5VideoCommand() *cobra.Command {
@@ -229,9 +249,14 @@ down periods are exponential (mean 5 s each), with 0, 1, 10, 20 and 30 CPU hogs
 (the seed's policies). The emulator's schedule is the contact oracle: lanesd hears
 of each transition through the contact API. Writes hotspot.json and hotspot.md
 (transfer times beside the seed's) into --out. A full run is 20 transfers of
-about 70 s each. Needs root, openssl, stress-ng and lanesd beside lanes.`,
+about 70 s each. With --audio, the seed's second experiment instead: an
+80-byte datagram every 20 ms from the lane (its send jitter, the standard
+deviation of |inter-send time - 20 ms|) beside iperf3 UDP cross traffic of 0, 50
+and 85 % of the link, with 0 and 1 hogs; writes audio.json and audio.md. Needs
+root, openssl, stress-ng, iperf3 and lanesd beside lanes.`,
 		Example: `  sudo lanes bench hotspot --out bench/results/hotspot
-  sudo lanes bench hotspot --arm none,incr --hogs 0,30 --size 10000000`,
+  sudo lanes bench hotspot --arm none,incr --hogs 0,30 --size 10000000
+  sudo lanes bench hotspot --audio --out bench/results/hotspot`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if os.Geteuid() != 0 {
@@ -268,6 +293,9 @@ about 70 s each. Needs root, openssl, stress-ng and lanesd beside lanes.`,
 	f.DurationVar(&opts.MeanOff, "off", 5*time.Second, "mean down period of the link")
 	f.Float64Var(&opts.CapPct, "cap", 5, "the sender's lane cap, percent of one CPU")
 	f.Uint64Var(&opts.Seed, "seed", 2006, "seed of the on/off schedule (repeat i uses seed+i)")
+	f.BoolVar(&opts.Audio, "audio", false, "run the seed's audio experiment instead: send jitter of 80-byte datagrams every 20 ms beside cross traffic (hogs default 0,1)")
+	f.DurationVar(&opts.AudioDuration, "audio-duration", 30*time.Second, "--audio: length of each run")
+	f.IntSliceVar(&opts.Cross, "cross", nil, "--audio: cross traffic, percent of the link (default 0,50,85)")
 	f.StringVar(&opts.LanesdBin, "lanesd", "", "lanesd binary (default: lanesd beside this binary)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log the testbed's steps")
 	return cmd

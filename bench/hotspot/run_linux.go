@@ -264,9 +264,14 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 
 	// The oracle: lanesd hears of every transition of the emulator's
 	// schedule (the same seed, so the same intervals).
+	// (Without a boost policy nobody listens: lanesd refuses contacts.)
 	octx, stopOracle := context.WithCancel(ctx)
 	contacts := make(chan int, 1)
-	go func() { contacts <- oracle(octx, c, linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed), t0) }()
+	if a.Boost != "" {
+		go func() { contacts <- oracle(octx, c, linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed), t0) }()
+	} else {
+		contacts <- 0
+	}
 
 	if audio {
 		run.JitterUS, run.Error = audioRun(ctx, opts, topo, lanesRun, cross)

@@ -40,8 +40,8 @@ func TestSmallExperiment(t *testing.T) {
 	}
 	for _, r := range res.Runs {
 		t.Logf("%s, %d hogs: %.1f s, %d contacts", r.Arm, r.Hogs, r.Secs, r.Contacts)
-		if r.Error != "" || r.Secs <= 0 || r.Contacts < 1 {
-			t.Errorf("run %+v: want a transfer done and at least one contact", r)
+		if r.Error != "" || r.Secs <= 0 || (r.Arm != "none" && r.Contacts < 1) {
+			t.Errorf("run %+v: want a transfer done (and for incr at least one contact)", r)
 		}
 	}
 	for _, f := range []string{"hotspot.json", "hotspot.md"} {

@@ -27,16 +27,17 @@ func niceOf(t *testing.T, pid int) int {
 	return n
 }
 
-// waitNice waits up to 3 s for a process's nice value to become want.
-func waitNice(t *testing.T, pid, want int, why string) {
-	t.Helper()
+// waitNice waits up to 5 s for a process's nice value to become want;
+// on failure it shows lanesd's log.
+func (e *env) waitNice(pid, want int, why string) {
+	e.t.Helper()
 	got := 0
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if got = niceOf(t, pid); got == want {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = niceOf(e.t, pid); got == want {
 			return
 		}
 	}
-	t.Fatalf("%s: pid %d at nice %d, want %d", why, pid, got, want)
+	e.t.Fatalf("%s: pid %d at nice %d, want %d\nlanesd's log:\n%s", why, pid, got, want, e.log)
 }
 
 // Priority boosting (seed 000) on real processes: in a lane with an INCR
@@ -97,7 +98,7 @@ initial = -3
 	if r := e.lanes("contact", "up", "--lane", "sync"); r.code != 0 || !strings.Contains(r.stdout, "contact up for sync") {
 		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	waitNice(t, up.Process.Pid, -5, "in contact")
+	e.waitNice(up.Process.Pid, -5, "in contact")
 	if n := niceOf(t, quiet.Process.Pid); n != 0 {
 		t.Errorf("a process without traffic boosted to nice %d", n)
 	}
@@ -110,13 +111,13 @@ initial = -3
 	if out := e.lanes("status").stdout; !strings.Contains(out, "sync: incr: nice -1 to -5, a step every 20 events") {
 		t.Errorf("lanes status does not show the policy:\n%s", out)
 	}
-	if out := e.lanes("doctor").stdout; !strings.Contains(out, "sock_diag tcp_info per TCP socket") {
+	if out := e.lanes("doctor").stdout; !strings.Contains(out, "boost: who communicates") {
 		t.Errorf("lanes doctor does not say how boosting counts traffic:\n%s", out)
 	}
 	if r := e.lanes("contact", "down"); r.code != 0 || !strings.Contains(r.stdout, "1 process(es) got their own priority back") {
 		t.Fatalf("lanes contact down: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	waitNice(t, up.Process.Pid, 0, "contact over (reset)")
+	e.waitNice(up.Process.Pid, 0, "contact over (reset)")
 
 	// A contact from connectivity: a default route through the veth.
 	route := func(op string) {
@@ -125,13 +126,13 @@ initial = -3
 		}
 	}
 	route("add")
-	waitNice(t, up.Process.Pid, -5, "connectivity up")
+	e.waitNice(up.Process.Pid, -5, "connectivity up")
 	route("del")
-	waitNice(t, up.Process.Pid, 0, "connectivity down")
+	e.waitNice(up.Process.Pid, 0, "connectivity down")
 
 	// Stopping lanesd undoes a boost.
 	route("add")
-	waitNice(t, up.Process.Pid, -5, "connectivity up again")
+	e.waitNice(up.Process.Pid, -5, "connectivity up again")
 	e.stop()
 	if n := niceOf(t, up.Process.Pid); n != 0 {
 		t.Errorf("after lanesd stopped the upload is at nice %d, want its own 0", n)
@@ -148,7 +149,7 @@ initial = -3
 	if r := e.lanes("move", strconv.Itoa(up.Process.Pid), "sync"); r.code != 0 { // the stop put it back
 		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
 	}
-	waitNice(t, up.Process.Pid, -5, "connectivity up at start")
+	e.waitNice(up.Process.Pid, -5, "connectivity up at start")
 	e.kill9()
 	if n := niceOf(t, up.Process.Pid); n != -5 {
 		t.Fatalf("after lanesd was killed the upload is at nice %d, want the boost -5 left", n)

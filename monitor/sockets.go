@@ -20,5 +20,6 @@ type Sockets struct {
 	tcp map[uint32]SocketCounters
 	udp map[uint32]bool
 	// procIO: no sock_diag; every socket holder's /proc/PID/io counts.
-	procIO bool
+	// anyOther: no UDP sock_diag; every socket not in tcp counts so.
+	procIO, anyOther bool
 }

@@ -37,9 +37,15 @@ func ReadSockets() (*Sockets, error) {
 				Bytes:  ti.Bytes_acked + ti.Bytes_received,
 			}
 		}
+		if s.anyOther {
+			continue
+		}
 		udp, err := netlink.SocketDiagUDP(fam)
 		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return nil, fmt.Errorf("sock_diag udp: %w", err)
+			// No udp_diag: a socket that is not one of the TCP
+			// sockets counts as UDP (through /proc/PID/io).
+			s.anyOther = true
+			continue
 		}
 		for _, u := range udp {
 			if u.INode != 0 {
@@ -75,7 +81,7 @@ func (s *Sockets) Process(pid int) (SocketCounters, error) {
 			c.Events += t.Events
 			c.Bytes += t.Bytes
 			c.Sockets++
-		} else if s.udp[uint32(ino)] || s.procIO {
+		} else if s.udp[uint32(ino)] || s.procIO || s.anyOther {
 			udp = true
 			c.Sockets++
 		}
@@ -112,5 +118,8 @@ func SocketsMechanism() features.Mechanism {
 	}
 	m.Backend, m.Preferred = "sock_diag tcp_info per TCP socket; /proc/PID/io for UDP", true
 	m.Reason = "data segments and bytes of each process's TCP sockets, read every 100 ms in a contact"
+	if _, err := netlink.SocketDiagUDP(unix.AF_INET); err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		m.Reason += "; no sock_diag for UDP (udp_diag: " + err.Error() + "): /proc/PID/io for every other socket"
+	}
 	return m
 }

@@ -31,8 +31,9 @@ var DefaultModules = []string{
 	// a user's machine autoloads these on first use.
 	"xfrm_user", "nfnetlink",
 	// ss reads sockets' details (their congestion control) through
-	// sock_diag; without these it falls back to /proc/net/tcp.
-	"inet_diag", "tcp_diag",
+	// sock_diag, and lanesd's boosting its sockets' counters; without
+	// these ss falls back to /proc/net/tcp and lanesd to /proc/PID/io.
+	"inet_diag", "tcp_diag", "udp_diag",
 }
 
 // DefaultTools are host programs copied into the guest with their shared

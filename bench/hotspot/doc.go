@@ -9,8 +9,9 @@
 // seed's mobility model), lanesd in the sender's namespace with a lane
 // "sync" capped to a sliver of one CPU (the seed clocked its host down to
 // 325 MHz) and the arm's boost policy, the hogs (stress-ng --cpu N) in that
-// lane, and then the transfer: openssl's TLS client sending a 41 MB file
-// to openssl's TLS server in the other namespace, all pinned to one CPU.
+// lane, and then the transfer: socat's TLS client (OpenSSL) sending a 41
+// MB file to socat's TLS server in the other namespace, all pinned to one
+// CPU.
 // The emulator's schedule is the contact oracle: at each of its
 // transitions the runner tells lanesd (POST /v1/contact), as the seed's
 // mobility model told its kernel. The transfer time is from the client's

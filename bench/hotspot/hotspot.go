@@ -145,6 +145,7 @@ type Run struct {
 	Hogs   int     `json:"hogs"`
 	Repeat int     `json:"repeat"`
 	Secs   float64 `json:"seconds,omitempty"` // transfer time
+	Bytes  int64   `json:"bytes,omitempty"`   // what the server received
 	// Cross is the audio run's cross traffic, percent of the link;
 	// JitterUS its send jitter in microseconds.
 	Cross    *int    `json:"cross,omitempty"`

@@ -48,9 +48,9 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 	if _, err := os.Stat(opts.LanesdBin); err != nil {
 		return nil, fmt.Errorf("hotspot: lanesd: %w", err)
 	}
-	for _, tool := range []string{"openssl", "stress-ng", "taskset"} {
+	for _, tool := range []string{"socat", "stress-ng", "taskset", "iperf3"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return nil, fmt.Errorf("hotspot: %s: %w (apt-get install openssl stress-ng util-linux)", tool, err)
+			return nil, fmt.Errorf("hotspot: %s: %w (apt-get install socat stress-ng util-linux iperf3)", tool, err)
 		}
 	}
 	unlock, err := netns.LockHost(ctx, func() {
@@ -70,7 +70,7 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 	}
 	res := &Results{Started: time.Now().UTC(), Host: hostLine(),
 		Setup: fmt.Sprintf("%.1f MB over %d bit/s, %v one-way delay, up and down exponential with means %v and %v (seed %d + repeat); "+
-			"sender in lane sync capped at %g%% of one CPU, pinned with the hogs (stress-ng --cpu N) to CPU 0; openssl s_client → s_server (TLS 1.3)",
+			"sender in lane sync capped at %g%% of one CPU, pinned with the hogs (stress-ng --cpu N) to CPU 0; socat's TLS (OpenSSL, TLS 1.3) from a file to the server's stdout",
 			float64(opts.Size)/1e6, opts.Rate, opts.Delay, opts.MeanOn, opts.MeanOff, opts.Seed, opts.CapPct)}
 	crosses := []int{-1}
 	if opts.Audio {
@@ -132,10 +132,9 @@ func writeFiles(dir string, size int64) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	// socat takes the key and the certificate in one file.
+	both := append(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	return os.WriteFile(filepath.Join(dir, "server.pem"), both, 0o600)
 }
 
 // proc is a started process of a run.
@@ -245,9 +244,10 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	lanesRun := []string{opts.LanesBin, "--socket", socket, "run", "-l", "sync", "--", "taskset", "-c", "0"}
 
 	var srv *proc
+	var got countWriter
 	if !audio {
-		srv, err = start(ctx, topo.Dst, "", nil, "openssl", "s_server", "-quiet", "-naccept", "1", "-accept", fmt.Sprintf("%s:%d", path.DstAddr, port),
-			"-cert", filepath.Join(dir, "cert.pem"), "-key", filepath.Join(dir, "key.pem"))
+		srv, err = start(ctx, topo.Dst, "", &got, "socat", "-u",
+			fmt.Sprintf("OPENSSL-LISTEN:%d,bind=%s,cert=%s,verify=0", port, path.DstAddr, filepath.Join(dir, "server.pem")), "STDOUT")
 		if err != nil {
 			return fail(err)
 		}
@@ -280,8 +280,8 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		return run
 	}
 	begin := time.Now()
-	cl, err := start(ctx, topo.Src, filepath.Join(dir, "payload"), nil, append(lanesRun, "openssl", "s_client", "-quiet", "-no_ign_eof",
-		"-connect", fmt.Sprintf("%s:%d", path.DstAddr, port))...)
+	cl, err := start(ctx, topo.Src, "", nil, append(lanesRun, "socat", "-u", "FILE:"+filepath.Join(dir, "payload"),
+		fmt.Sprintf("OPENSSL:%s:%d,verify=0", path.DstAddr, port))...)
 	if err != nil {
 		stopOracle()
 		return fail(err)
@@ -291,8 +291,11 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	select {
 	case <-srv.done:
 		run.Secs = time.Since(begin).Seconds()
+		run.Bytes = got.n
 		if srv.err != nil {
-			run.Error = fmt.Sprintf("s_server: %v: %s", srv.err, tail(srv.stderr.String(), 300))
+			run.Error = fmt.Sprintf("TLS server: %v: %s", srv.err, tail(srv.stderr.String(), 300))
+		} else if got.n != opts.Size {
+			run.Error = fmt.Sprintf("the TLS server received %d bytes of %d: %s", got.n, opts.Size, tail(srv.stderr.String(), 300))
 		}
 	case <-time.After(limit):
 		run.Error = fmt.Sprintf("transfer not done after %v", limit)
@@ -430,3 +433,8 @@ func audioRun(ctx context.Context, opts Options, topo *netns.Topology, lanesRun 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// countWriter counts what the TLS server wrote out (what it received).
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); return len(b), nil }

@@ -17,7 +17,7 @@ import (
 // figures themselves are the benchmark's (docs/BENCHMARKS.md).
 func TestSmallExperiment(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tool := range []string{"openssl", "stress-ng", "taskset"} {
+	for _, tool := range []string{"socat", "stress-ng", "taskset", "iperf3"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed", tool)
 		}

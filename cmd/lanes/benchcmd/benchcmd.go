@@ -242,7 +242,7 @@ func hotspotCommand() *cobra.Command {
 		Use:   "hotspot [flags]",
 		Short: "Run seed 000's experiment: a TLS bulk transfer over an on/off link beside 0-30 CPU hogs, with and without boosting (root)",
 		Long: `Run the experiment of seed 000 (priority boosting when connectivity appears): a
-41 MB transfer (openssl s_client to s_server, TLS 1.3) from a sender whose lane
+41 MB transfer (socat over TLS 1.3, OpenSSL) from a sender whose lane
 is capped to a sliver of one CPU, over a 10 Mbit/s emulated link whose up and
 down periods are exponential (mean 5 s each), with 0, 1, 10, 20 and 30 CPU hogs
 (stress-ng) in the sender's lane. Arms: none (no boosting), static, incr and decr
@@ -253,7 +253,7 @@ about 70 s each. With --audio, the seed's second experiment instead: an
 80-byte datagram every 20 ms from the lane (its send jitter, the standard
 deviation of |inter-send time - 20 ms|) beside iperf3 UDP cross traffic of 0, 50
 and 85 % of the link, with 0 and 1 hogs; writes audio.json and audio.md. Needs
-root, openssl, stress-ng, iperf3 and lanesd beside lanes.`,
+root, socat, stress-ng, iperf3 and lanesd beside lanes.`,
 		Example: `  sudo lanes bench hotspot --out bench/results/hotspot
   sudo lanes bench hotspot --arm none,incr --hogs 0,30 --size 10000000
   sudo lanes bench hotspot --audio --out bench/results/hotspot`,

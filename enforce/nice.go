@@ -60,8 +60,14 @@ func (e *Engine) Boost(pid, nice int, laneName string) error {
 			return fmt.Errorf("boost pid %d: record: %w", pid, err)
 		}
 	}
+	// Only threads of pid now: an ended thread's id may be reused by
+	// another process's thread.
 	var errs []error
-	for tid, own := range rec.Threads {
+	for _, tid := range tids {
+		own, ok := rec.Threads[tid]
+		if !ok {
+			continue
+		}
 		if err := cpu.SetThreadNice(tid, min(nice, own)); err != nil && !errors.Is(err, cpu.ErrGone) {
 			errs = append(errs, err)
 		}
@@ -93,8 +99,16 @@ func (e *Engine) giveBack(rec NiceRecord) error {
 	if !alive(rec.PID, rec.StartTime) {
 		return nil
 	}
+	tids, err := procfs.Threads(rec.PID)
+	if err != nil {
+		return nil // it ended meanwhile
+	}
 	var errs []error
-	for tid, own := range rec.Threads {
+	for _, tid := range tids { // only its threads now (a thread id may be reused)
+		own, ok := rec.Threads[tid]
+		if !ok {
+			continue
+		}
 		if err := cpu.SetThreadNice(tid, own); err != nil && !errors.Is(err, cpu.ErrGone) {
 			errs = append(errs, err)
 		}

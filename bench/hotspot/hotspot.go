@@ -183,20 +183,27 @@ func (r *Results) stat(arm string, hogs int) (mean, sd float64, n int) {
 			xs = append(xs, run.Secs)
 		}
 	}
+	mean, sd = meanSD(xs)
+	return mean, sd, len(xs)
+}
+
+// meanSD is the mean and sample standard deviation of xs (0 for fewer
+// than two).
+func meanSD(xs []float64) (mean, sd float64) {
 	if len(xs) == 0 {
-		return 0, 0, 0
+		return 0, 0
 	}
 	for _, x := range xs {
 		mean += x
 	}
 	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
 	for _, x := range xs {
 		sd += (x - mean) * (x - mean)
 	}
-	if len(xs) > 1 {
-		sd = math.Sqrt(sd / float64(len(xs)-1))
-	}
-	return mean, sd, len(xs)
+	return mean, math.Sqrt(sd / float64(len(xs)-1))
 }
 
 // PaperAudio is seed 000's audio table: send jitter in µs with 0 and 1
@@ -257,11 +264,8 @@ func (r *Results) audioMarkdown() string {
 				xs := sum[key{a, h, c}]
 				cell := "failed"
 				if len(xs) > 0 {
-					var m float64
-					for _, x := range xs {
-						m += x
-					}
-					cell = fmt.Sprintf("%.0f", m/float64(len(xs)))
+					m, _ := meanSD(xs)
+					cell = fmt.Sprintf("%.0f", m)
 				}
 				if p, ok := PaperAudio[a]; ok && h <= 1 {
 					if i := slices.Index(paperCross, c); i >= 0 {

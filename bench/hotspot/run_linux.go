@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/api/client"
+	"github.com/lanes-qos/lanes/cpu"
+	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/netns"
 )
@@ -223,7 +225,7 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		return fail(err)
 	}
 	socket := filepath.Join(rdir, "lanes.sock")
-	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n\n[lanes.sync]\ncpu = { cap = %g }\n", socket, filepath.Join(rdir, "state"), opts.CapPct/float64(cpus()))
+	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n\n[lanes.sync]\ncpu = { cap = %g }\n", socket, filepath.Join(rdir, "state"), opts.CapPct/float64(max(1, cpu.OnlineCPUs())))
 	if a.Boost != "" {
 		cfg += "\n[lanes.sync.boost]\n" + a.Boost
 	}
@@ -358,25 +360,9 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-func cpus() int {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return 1
-	}
-	return max(1, strings.Count(string(b), "processor\t:"))
-}
-
+// hostLine names the kernel and the CPUs the figures come from.
 func hostLine() string {
-	var u syscall.Utsname
-	syscall.Uname(&u)
-	rel := make([]byte, 0, 65)
-	for _, c := range u.Release {
-		if c == 0 {
-			break
-		}
-		rel = append(rel, byte(c))
-	}
-	return fmt.Sprintf("Linux %s, %d CPUs", rel, cpus())
+	return fmt.Sprintf("Linux %s, %d CPUs", features.KernelRelease(), cpu.OnlineCPUs())
 }
 
 const (

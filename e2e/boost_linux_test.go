@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
 // niceOf reads a process's nice value: field 19 of /proc/PID/stat.
@@ -63,8 +64,15 @@ policy = "static"
 initial = -3
 `)
 	e.startIn(p)
-	up := p.upload(t, 5311, 20, "")
-	quiet := spawn(t, nil, "sleep", "60")
+	// The upload must outlast the test, three restarts of lanesd
+	// included: many times longer under emulation (the kernel matrix),
+	// where an upload that had ended stayed a zombie at its boost.
+	secs := 20
+	if testutil.Emulated() {
+		secs = 600
+	}
+	up := p.upload(t, 5311, secs, "")
+	quiet := spawn(t, nil, "sleep", strconv.Itoa(3*secs))
 	if r := e.lanes("move", strconv.Itoa(up.Process.Pid), strconv.Itoa(quiet.Process.Pid), "sync"); r.code != 0 {
 		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
 	}
@@ -155,6 +163,9 @@ initial = -3
 		t.Fatalf("after lanesd was killed the upload is at nice %d, want the boost -5 left", n)
 	}
 	route("del")
+	if st := procState(up.Process.Pid); st == "" || st == "Z" || st == "X" {
+		t.Fatalf("the upload is in state %q before the restart: it must still run for the test to mean anything", st)
+	}
 	e.startIn(p)
 	if n := niceOf(t, up.Process.Pid); n != 0 {
 		t.Errorf("after a restart the upload is at nice %d, want its own 0 back", n)

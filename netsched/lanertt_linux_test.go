@@ -44,8 +44,16 @@ func TestLaneRTTs(t *testing.T) {
 	bg := startFlow(t, ctx, tp, l.cg[lane.Background], 5401, secs, false)
 	ia := light(l.cg[lane.Interactive], 5402)
 	def := light("", 5403)
+	starved := false
 	for i, f := range []*flow{bg, ia, def} {
-		t.Logf("flow %d (%s): %.2f Mbit/s", i, []string{"background, greedy", "interactive, 1 Mbit/s", "no lane, 1 Mbit/s"}[i], f.wait(t)/1e6)
+		bps := f.wait(t)
+		t.Logf("flow %d (%s): %.2f Mbit/s", i, []string{"background, greedy", "interactive, 1 Mbit/s", "no lane, 1 Mbit/s"}[i], bps/1e6)
+		starved = starved || bps < 0.1e6
+	}
+	if starved && testutil.Emulated() {
+		// Under an emulated CPU a flow may carry next to nothing in 3 s:
+		// no lane's RTT can be summed from it.
+		t.Skip("a flow carried under 0.1 Mbit/s under emulation: no RTTs to check")
 	}
 	after, ok := l.e.LaneRTTs()
 	if !ok {
@@ -59,7 +67,9 @@ func TestLaneRTTs(t *testing.T) {
 		if n == 0 || srtt <= 0 {
 			t.Errorf("lane %s: no RTT summed (%d packets, srtt %.0f µs)", name, n, srtt)
 		}
-		if minRTT > srtt*1.01 {
+		// Each packet weighs its socket's RTTs at the time; the kernel's
+		// srtt is kept in eighths of a µs and read truncated.
+		if minRTT > srtt*1.01+2 {
 			t.Errorf("lane %s: mean minimum RTT %.0f µs above the mean smoothed %.0f µs", name, minRTT, srtt)
 		}
 		res[name] = got{srtt, minRTT}

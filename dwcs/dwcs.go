@@ -237,3 +237,15 @@ func (sc *Scheduler) Step() (ran int, ended []Outcome) {
 	}
 	return ran, ended
 }
+
+// Budget is what a stream must receive to keep its window constraint, as
+// a CPU reservation: (y − x)·C in every window of y periods (C in every
+// period without a window). A reservation of that runtime per y·T meets
+// the constraint however the misses fall, and its share is the stream's
+// MinUtilization.
+func (s Stream) Budget() (service, window int64) {
+	if s.Y == 0 {
+		return s.Service, s.Period
+	}
+	return int64(s.Y-s.X) * s.Service, int64(s.Y) * s.Period
+}

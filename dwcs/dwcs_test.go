@@ -297,3 +297,23 @@ func TestPhase(t *testing.T) {
 		t.Errorf("first runs at %v, want cpu at 0 and net at its phase 15", first)
 	}
 }
+
+func TestBudget(t *testing.T) {
+	tests := []struct {
+		s               Stream
+		service, window int64
+	}{
+		{Stream{Period: 10, Service: 2}, 2, 10},
+		{Stream{Period: 10, Service: 2, X: 1, Y: 4}, 6, 40},
+		{Stream{Period: 100, Service: 20, X: 0, Y: 3}, 60, 300},
+	}
+	for _, tt := range tests {
+		service, window := tt.s.Budget()
+		if service != tt.service || window != tt.window {
+			t.Errorf("%+v: Budget() = %d, %d; want %d, %d", tt.s, service, window, tt.service, tt.window)
+		}
+		if got, want := float64(service)/float64(window), tt.s.MinUtilization(); got-want > 1e-12 || want-got > 1e-12 {
+			t.Errorf("%+v: budget share %g, MinUtilization %g", tt.s, got, want)
+		}
+	}
+}

@@ -21,7 +21,9 @@ import (
 
 	"github.com/lanes-qos/lanes/autorate"
 	"github.com/lanes-qos/lanes/idletime"
+	"github.com/lanes-qos/lanes/internal/hostcpu"
 	"github.com/lanes-qos/lanes/internal/rate"
+	"github.com/lanes-qos/lanes/reserve"
 )
 
 //go:embed default.toml
@@ -206,6 +208,11 @@ type fileCPU struct {
 	Weight *int     `toml:"weight"`
 	Idle   *bool    `toml:"idle"`
 	Cap    *float64 `toml:"cap"`
+	// Reserve is "N%": N percent of one CPU (seed 001's reservation).
+	Reserve *string `toml:"reserve"`
+	// SendRate is a rate ("20mbit") the lane's send rate is held at by
+	// its CPU share (seed 001's rate by execution speed).
+	SendRate *string `toml:"send_rate"`
 }
 
 type fileDisk struct {
@@ -691,6 +698,52 @@ func (c *Config) CheckHost() error {
 		}
 		errs = append(errs, &FieldError{Source: c.Source, Line: c.DiskIdle.DevicesLine, Key: "disk.idletime.devices", Msg: fmt.Sprintf("%s: %s", dev, msg)})
 	}
+	if reqs := c.Reservations(); len(reqs) > 0 {
+		share, err := hostcpu.RTShare()
+		if err != nil {
+			share = reserve.Headroom
+		}
+		if err := c.CheckReservations(hostcpu.Online(), min(share, reserve.Headroom)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reservations are the lanes' CPU reservations, in lane order.
+func (c *Config) Reservations() []reserve.Request {
+	var out []reserve.Request
+	for _, name := range c.Order {
+		if r := c.Lanes[name].CPU.ReservePercent; r > 0 {
+			out = append(out, reserve.Request{Lane: name, Percent: r})
+		}
+	}
+	return out
+}
+
+// CheckReservations is the admission control of the lanes' reservations
+// on a host of ncpu CPUs of which reservations may take share each
+// (reserve.Admit), and of a cap below a lane's own reservation. The error
+// names the key and the config line.
+func (c *Config) CheckReservations(ncpu int, share float64) error {
+	var errs []error
+	at := func(key, name string, err error) {
+		errs = append(errs, &FieldError{Source: c.Source, Line: c.Lanes[name].Line, Key: key, Msg: err.Error()})
+	}
+	reqs := c.Reservations()
+	for _, r := range reqs {
+		l := c.Lanes[r.Lane]
+		if l.CPU.CapPercent > 0 && l.CPU.CapPercent/100*float64(ncpu)*100 < r.Percent {
+			at("lanes."+r.Lane+".cpu.cap", r.Lane, fmt.Errorf("%g%% of this host's %d CPUs is less than the lane's cpu.reserve %s", l.CPU.CapPercent, ncpu, FormatReserve(r.Percent, 0)))
+		}
+	}
+	if err := reserve.Admit(reqs, ncpu, share); err != nil {
+		name := reqs[0].Lane
+		if k, _, ok := strings.Cut(strings.TrimPrefix(err.Error(), "lanes."), ".cpu.reserve: "); ok && c.Lanes[k] != nil {
+			name = k
+		}
+		errs = append(errs, &FieldError{Source: c.Source, Line: c.Lanes[name].Line, Msg: err.Error()})
+	}
 	return errors.Join(errs...)
 }
 
@@ -787,6 +840,29 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 			if !(l.CPU.CapPercent > 0 && l.CPU.CapPercent <= 100) {
 				v.add(key+".cpu.cap", "%g is outside (0, 100]", l.CPU.CapPercent)
 			}
+		}
+		if c.Reserve != nil {
+			r, period, err := ParseReserve(*c.Reserve)
+			if err != nil {
+				v.add(key+".cpu.reserve", "%v", err)
+			}
+			l.CPU.ReservePercent, l.CPU.ReservePeriod = r, period
+		}
+		if l.CPU.ReservePercent > 0 && l.CPU.Idle {
+			v.add(key+".cpu.reserve", "a lane with cpu.idle = true cannot hold a reservation (beyond its reservation a reserved lane is idle already)")
+		}
+		if c.SendRate != nil {
+			r, err := v.parseRate(key+".cpu.send_rate", *c.SendRate)
+			if err != nil {
+				v.add(key+".cpu.send_rate", "%v", err)
+			}
+			l.CPU.SendRate = r
+		}
+		switch {
+		case l.CPU.SendRate > 0 && l.CPU.Idle:
+			v.add(key+".cpu.send_rate", "a lane with cpu.idle = true runs on idle CPU only: its CPU share cannot hold a rate")
+		case l.CPU.SendRate > 0 && l.CPU.ReservePercent > 0:
+			v.add(key+".cpu.send_rate", "a lane cannot both reserve CPU (cpu.reserve) and have its CPU share moved to hold a rate")
 		}
 	}
 	if d := fl.Disk; d != nil {

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -241,6 +242,17 @@ func TestParseErrors(t *testing.T) {
 		{"cap zero", "[lanes.video]\ncpu = { cap = 0 }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: 0 is outside (0, 100]"}},
 		{"cap negative float", "[lanes.video]\ncpu = { cap = -0.5 }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: -0.5 is outside (0, 100]"}},
 		{"cap nan", "[lanes.video]\ncpu = { cap = nan }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: NaN is outside (0, 100]"}},
+		{"reserve no percent", "[lanes.video]\ncpu = { reserve = \"20\" }\n", []string{`lanes.toml:2: lanes.video.cpu.reserve: "20" is not a reservation (want e.g. "20%", "2ms/10ms" or "2ms/10ms 1/4")`}},
+		{"reserve x not below y", "[lanes.video]\ncpu.reserve = \"2ms/10ms 4/4\"\n", []string{`lanes.toml:2: lanes.video.cpu.reserve: "2ms/10ms 4/4": window constraint 4/4: want 0 <= x < y`}},
+		{"reserve junk", "[lanes.video]\ncpu.reserve = \"lots%\"\n", []string{`lanes.toml:2: lanes.video.cpu.reserve: "lots%" is not a percentage of one CPU`}},
+		{"reserve zero", "[lanes.video]\ncpu.reserve = \"0%\"\n", []string{"lanes.toml:2: lanes.video.cpu.reserve: 0% is outside (0%, 6400%]"}},
+		{"reserve huge", "[lanes.video]\ncpu.reserve = \"7000%\"\n", []string{"lanes.toml:2: lanes.video.cpu.reserve: 7000% is outside (0%, 6400%]"}},
+		{"reserve nan", "[lanes.video]\ncpu.reserve = \"nan%\"\n", []string{`lanes.toml:2: lanes.video.cpu.reserve: "nan%" is not a percentage`}},
+		{"reserve number", "[lanes.video]\ncpu.reserve = 20\n", []string{"lanes.toml:2: "}},
+		{"reserve on idle lane", "[lanes.video]\ncpu = { idle = true, reserve = \"20%\" }\n", []string{"lanes.toml:2: lanes.video.cpu.reserve: a lane with cpu.idle = true cannot hold a reservation"}},
+		{"send rate junk", "[lanes.video]\ncpu.send_rate = \"fast\"\n", []string{`lanes.toml:2: lanes.video.cpu.send_rate: invalid rate "fast"`}},
+		{"send rate on idle lane", "[lanes.video]\ncpu = { idle = true, send_rate = \"10mbit\" }\n", []string{"lanes.toml:2: lanes.video.cpu.send_rate: a lane with cpu.idle = true runs on idle CPU only"}},
+		{"send rate with reserve", "[lanes.video]\ncpu = { reserve = \"20%\", send_rate = \"10mbit\" }\n", []string{"lanes.toml:2: lanes.video.cpu.send_rate: a lane cannot both reserve CPU"}},
 		{"io class", "[lanes.video]\ndisk = { class = \"fast\" }\n", []string{`lanes.toml:2: lanes.video.disk.class: unknown I/O class "fast" (want realtime, best-effort, idle or none)`}},
 		{"io level", "[lanes.video]\ndisk = { level = 8 }\n", []string{"lanes.toml:2: lanes.video.disk.level: 8 is outside 0..7"}},
 		{"io weight", "[lanes.video]\ndisk = { weight = 0 }\n", []string{"lanes.toml:2: lanes.video.disk.weight: 0 is outside 1..10000"}},
@@ -735,5 +747,96 @@ func TestCheckHost(t *testing.T) {
 				t.Errorf("CheckHost: %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestCheckReservations is the admission control of reservations on a
+// host of 2 CPUs of which 95 % each may be reserved.
+func TestCheckReservations(t *testing.T) {
+	tests := []struct {
+		name, file string
+		want       []string // nil: admitted
+	}{
+		{"none", "", nil},
+		{"fits", "[lanes.a]\ncpu.reserve = \"20%\"\n[lanes.b]\ncpu.reserve = \"150%\"\n", nil},
+		{"sum over", "[lanes.a]\ncpu.reserve = \"100%\"\n\n[lanes.b]\ncpu.reserve = \"95.5%\"\n", []string{
+			"lanes.toml:1: cpu.reserve: the reservations sum to 195.5% of a CPU, more than this host admits (190%: 2 CPUs, 95% of each): lanes.a.cpu.reserve = 100%, lanes.b.cpu.reserve = 95.5%"}},
+		{"one over", "[lanes.a]\ncpu.reserve = \"10%\"\n[lanes.big]\ncpu.reserve = \"300%\"\n", []string{
+			"lanes.toml:3: lanes.big.cpu.reserve: 300% is more than this host admits (190%: 2 CPUs, 95% of each)"}},
+		{"cap below reservation", "[lanes.a]\ncpu = { reserve = \"50%\", cap = 20 }\n", []string{
+			"lanes.toml:1: lanes.a.cpu.cap: 20% of this host's 2 CPUs is less than the lane's cpu.reserve 50%"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("lanes.toml", []byte(tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.CheckReservations(2, 0.95)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("admitted, want %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nwant %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseReserve(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		in      string
+		percent float64
+		period  time.Duration
+		err     string
+	}{
+		{"20%", 20, 0, ""},
+		{" 150 % ", 150, 0, ""},
+		{"2ms/10ms", 20, 10 * ms, ""},
+		{"20ms/100ms", 20, 100 * ms, ""},
+		{"15ms/10ms", 150, 10 * ms, ""},
+		{"2ms/10ms 1/4", 15, 40 * ms, ""},
+		{"2ms/10ms 0/3", 20, 30 * ms, ""},
+		{"2ms/10ms 4/4", 0, 0, "window constraint 4/4: want 0 <= x < y"},
+		{"2ms/10ms 5/4", 0, 0, "window constraint 5/4"},
+		{"2ms/10ms 1/0", 0, 0, "window constraint 1/0"},
+		{"2ms/10ms -1/4", 0, 0, "window constraint -1/4"},
+		{"2ms/10ms a/b", 0, 0, `window constraint "a/b" is not x/y`},
+		{"2ms/500ms 1/4", 0, 0, "its window of 4 periods is 2s, longer than 1s"},
+		{"2ms/0.5ms", 0, 0, "period 500µs is outside 1ms..1s"},
+		{"2ms/2s", 0, 0, "period 2s is outside 1ms..1s"},
+		{"0s/10ms", 0, 0, "CPU time 0s is not positive"},
+		{"soon/10ms", 0, 0, `CPU time "soon" is not a duration`},
+		{"2ms/often", 0, 0, `period "often" is not a duration`},
+		{"700ms/10ms", 0, 0, "is 7000% of a CPU, more than 6400%"},
+		{"0%", 0, 0, "0% is outside (0%, 6400%]"},
+		{"20", 0, 0, "is not a reservation"},
+		{"x%", 0, 0, "is not a percentage of one CPU"},
+	}
+	for _, tt := range tests {
+		p, per, err := ParseReserve(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseReserve(%q) = %g, %v, %v; want error %q", tt.in, p, per, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || math.Abs(p-tt.percent) > 1e-9 || per != tt.period {
+			t.Errorf("ParseReserve(%q) = %g, %v, %v; want %g, %v", tt.in, p, per, err, tt.percent, tt.period)
+		}
+		// What show writes parses back to the same reservation.
+		p2, per2, err := ParseReserve(FormatReserve(p, per))
+		if err != nil || math.Abs(p2-p) > 1e-9 || per2 != per {
+			t.Errorf("FormatReserve(%g, %v) = %q parses to %g, %v, %v", p, per, FormatReserve(p, per), p2, per2, err)
+		}
 	}
 }

@@ -362,6 +362,14 @@ func (v *validator) actuator(c *Config, l *Lane, law control.Law, key string, fa
 	// The knob's own range, and what the lane may have.
 	var lo, hi float64
 	net := a.Knob.Net()
+	if l != nil && (a.Knob == control.CPUWeight || a.Knob == control.CPUMax) {
+		switch {
+		case l.CPU.ReservePercent > 0:
+			v.add(key+".knob", "lane %s has cpu.reserve: lanesd moves its CPU settings between the reservation and idle CPU", l.Name)
+		case l.CPU.SendRate > 0:
+			v.add(key+".knob", "lane %s has cpu.send_rate: lanesd moves its CPU share to hold the rate", l.Name)
+		}
+	}
 	switch a.Knob {
 	case control.CPUWeight:
 		lo, hi = 1, 10000

@@ -1,13 +1,17 @@
 package lane
 
 import (
+	"fmt"
+	"math"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lanes-qos/lanes/autorate"
 	"github.com/lanes-qos/lanes/boost"
 	"github.com/lanes-qos/lanes/control"
+	"github.com/lanes-qos/lanes/dwcs"
 	"github.com/lanes-qos/lanes/idletime"
 )
 
@@ -93,6 +97,105 @@ type CPU struct {
 	// CapPercent caps the lane at this percentage of the host's total CPU
 	// capacity (all CPUs), in (0, 100]. 0 means no cap.
 	CapPercent float64
+	// ReservePercent reserves this percentage of one CPU for the lane's
+	// threads, spread evenly in time (seed 001): 20 is a fifth of a CPU
+	// in every ReservePeriod, against any competition. Beyond it the
+	// lane runs only on idle CPU. 0 means no reservation; the daemon's
+	// admission control keeps the lanes' sum within what the host has.
+	ReservePercent float64
+	// ReservePeriod is the period the reservation holds in (0: the
+	// default, 10 ms): a CPU-time budget of ReservePercent of it.
+	ReservePeriod time.Duration
+	// SendRate, in bits per second, is the send rate lanesd holds the
+	// lane at by moving its CPU share (seed 001's rate by execution
+	// speed; CapPercent, if set, is the most it gives). 0: none.
+	SendRate uint64
+	// CapPeriod is the CFS period of the cap (0: 100 ms). It is not a
+	// config key: the rate controller sets a short one so that a capped
+	// sender runs, and sends, evenly.
+	CapPeriod time.Duration
+}
+
+// MaxReservePercent bounds cpu.reserve in a config file (64 CPUs); the
+// daemon admits reservations against the host's own CPUs.
+const MaxReservePercent = 6400
+
+// Bounds of a reservation's period.
+const (
+	MinReservePeriod = time.Millisecond
+	MaxReservePeriod = time.Second
+)
+
+// ParseReserve parses a cpu.reserve value into a share (percent of one
+// CPU) and a period (0: the default):
+//
+//   - "N%": N percent of one CPU, N in (0, 6400] ("150%" is one and a
+//     half CPUs);
+//   - "C/T": C of CPU time in every period T ("2ms/10ms" is 20 %), T in
+//     [1ms, 1s];
+//   - "C/T x/y": DWCS's window-constrained reservation (seed 004): C in
+//     every T, of which up to x of every y periods may go without, which
+//     is (y − x)·C in every y·T ("2ms/10ms 1/4" is 6 ms every 40 ms).
+func ParseReserve(s string) (percent float64, period time.Duration, err error) {
+	t := strings.TrimSpace(s)
+	if num, ok := strings.CutSuffix(t, "%"); ok {
+		r, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+		if err != nil || math.IsNaN(r) || math.IsInf(r, 0) {
+			return 0, 0, fmt.Errorf("%q is not a percentage of one CPU (want e.g. \"20%%\", \"2ms/10ms\" or \"2ms/10ms 1/4\")", s)
+		}
+		if !(r > 0 && r <= MaxReservePercent) {
+			return 0, 0, fmt.Errorf("%s is outside (0%%, %d%%]", t, MaxReservePercent)
+		}
+		return r, 0, nil
+	}
+	budget, window, hasWindow := strings.Cut(t, " ")
+	cs, ts, ok := strings.Cut(budget, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q is not a reservation (want e.g. \"20%%\", \"2ms/10ms\" or \"2ms/10ms 1/4\")", s)
+	}
+	c, err1 := time.ParseDuration(cs)
+	p, err2 := time.ParseDuration(ts)
+	switch {
+	case err1 != nil:
+		return 0, 0, fmt.Errorf("%q: CPU time %q is not a duration", s, cs)
+	case err2 != nil:
+		return 0, 0, fmt.Errorf("%q: period %q is not a duration", s, ts)
+	case p < MinReservePeriod || p > MaxReservePeriod:
+		return 0, 0, fmt.Errorf("%q: period %v is outside %v..%v", s, p, MinReservePeriod, MaxReservePeriod)
+	case c <= 0:
+		return 0, 0, fmt.Errorf("%q: CPU time %v is not positive", s, c)
+	}
+	st := dwcs.Stream{Name: "window", Period: int64(p), Service: int64(c)}
+	if hasWindow {
+		xs, ys, ok := strings.Cut(strings.TrimSpace(window), "/")
+		x, errx := strconv.Atoi(xs)
+		y, erry := strconv.Atoi(ys)
+		if !ok || errx != nil || erry != nil {
+			return 0, 0, fmt.Errorf("%q: window constraint %q is not x/y (up to x of every y periods may go without)", s, strings.TrimSpace(window))
+		}
+		if x < 0 || y <= 0 || x >= y {
+			return 0, 0, fmt.Errorf("%q: window constraint %d/%d: want 0 <= x < y (x of every y periods may go without)", s, x, y)
+		}
+		st.X, st.Y = x, y
+	}
+	service, win := st.Budget()
+	percent = float64(service) / float64(win) * 100
+	if percent > MaxReservePercent {
+		return 0, 0, fmt.Errorf("%q is %g%% of a CPU, more than %d%%", s, percent, MaxReservePercent)
+	}
+	if time.Duration(win) > MaxReservePeriod {
+		return 0, 0, fmt.Errorf("%q: its window of %d periods is %v, longer than %v", s, st.Y, time.Duration(win), MaxReservePeriod)
+	}
+	return percent, time.Duration(win), nil
+}
+
+// FormatReserve writes a reservation as cpu.reserve takes it: "N%" with
+// the default period, else the CPU time per period.
+func FormatReserve(percent float64, period time.Duration) string {
+	if period == 0 {
+		return strconv.FormatFloat(percent, 'g', -1, 64) + "%"
+	}
+	return time.Duration(math.Round(percent/100*float64(period))).String() + "/" + period.String()
 }
 
 // IOClass is an I/O scheduling class as ioprio_set(2) knows it.

@@ -125,6 +125,12 @@ func (l *Lane) file(base *Lane, shaped bool) *fileLane {
 	if l.CPU.CapPercent > 0 { // 0: no cap, which the file says by leaving cap out
 		fl.CPU.Cap = ptr(l.CPU.CapPercent)
 	}
+	if l.CPU.SendRate > 0 {
+		fl.CPU.SendRate = ptr(FormatRate(l.CPU.SendRate))
+	}
+	if l.CPU.ReservePercent > 0 {
+		fl.CPU.Reserve = ptr(FormatReserve(l.CPU.ReservePercent, l.CPU.ReservePeriod))
+	}
 	if l.Disk.Weight > 0 { // 0: the kernel's default weight
 		fl.Disk.Weight = ptr(l.Disk.Weight)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // Root is where procfs is mounted.
@@ -142,4 +143,24 @@ func Gone(pid int, err error) error {
 		return nil
 	}
 	return gone(pid, err)
+}
+
+// ReadSchedstat reads a thread's /proc/TID/schedstat (the kernel
+// resolves any thread id there); an ended thread is ErrNoProcess.
+func ReadSchedstat(tid int) (Schedstat, error) {
+	b, err := ReadSmall(dir(tid) + "/schedstat")
+	if err != nil {
+		return Schedstat{}, gone(tid, err)
+	}
+	return ParseSchedstat(b)
+}
+
+// ReadCPUIdle reads the host's idle time so far from /proc/stat (all
+// CPUs together; 10 ms resolution).
+func ReadCPUIdle() (time.Duration, error) {
+	b, err := os.ReadFile(Root + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return ParseCPUIdle(b)
 }

@@ -2,9 +2,11 @@ package procfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -158,4 +160,16 @@ func indexNUL(b []byte) int {
 		}
 	}
 	return -1
+}
+
+// CPUClock reads a process's CPU time (all its threads) from its CPU
+// clock (clock_gettime of MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)),
+// which, unlike /proc's counters, includes the slice running now: exact
+// to the nanosecond at any moment.
+func CPUClock(pid int) (time.Duration, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(int32((^pid)<<3|2), &ts); err != nil {
+		return 0, gone(pid, fmt.Errorf("CPU clock of %d: %w", pid, err))
+	}
+	return time.Duration(ts.Nano()), nil
 }

@@ -250,3 +250,47 @@ func ParseIO(b []byte) IO {
 	}
 	return io
 }
+
+// Schedstat is a thread's scheduler statistics (/proc/PID/schedstat, or
+// /proc/TID/schedstat for any thread): time on a CPU and time runnable
+// but waiting for one, both cumulative, and the timeslices it ran.
+type Schedstat struct {
+	Run, Wait time.Duration
+	Slices    uint64
+}
+
+// ParseSchedstat parses a schedstat file: "run_ns wait_ns slices".
+func ParseSchedstat(b []byte) (Schedstat, error) {
+	f := bytes.Fields(b)
+	if len(f) < 3 {
+		return Schedstat{}, fmt.Errorf("schedstat %q: want 3 fields", truncate(b))
+	}
+	var v [3]uint64
+	for i := range v {
+		n, err := atou(f[i])
+		if err != nil {
+			return Schedstat{}, fmt.Errorf("schedstat %q: field %d: %w", truncate(b), i+1, err)
+		}
+		v[i] = n
+	}
+	return Schedstat{Run: time.Duration(v[0]), Wait: time.Duration(v[1]), Slices: v[2]}, nil
+}
+
+// ParseCPUIdle takes the host's idle time out of /proc/stat: the "cpu"
+// line's idle and iowait fields, summed over all CPUs.
+func ParseCPUIdle(b []byte) (time.Duration, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 6 || string(f[0]) != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: first line %q is not the cpu line", truncate(line))
+	}
+	var ticks uint64
+	for _, i := range []int{4, 5} { // idle, iowait
+		n, err := atou(f[i])
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: cpu field %d: %w", i, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / UserHZ, nil
+}

@@ -145,3 +145,43 @@ func TestParseIO(t *testing.T) {
 		t.Errorf("ParseIO of garbage = %+v, want zero", got)
 	}
 }
+
+func TestParseSchedstat(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Schedstat
+		err  bool
+	}{
+		{"123456789 987654 42\n", Schedstat{Run: 123456789, Wait: 987654, Slices: 42}, false},
+		{"0 0 0", Schedstat{}, false},
+		{"1 2\n", Schedstat{}, true},
+		{"1 x 3\n", Schedstat{}, true},
+		{"", Schedstat{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseSchedstat([]byte(tt.in))
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("ParseSchedstat(%q) = %+v, %v; want %+v, error %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestParseCPUIdle(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		err  bool
+	}{
+		{"cpu  4705 150 1120 1677850 900 0 20 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n", (1677850 + 900) * 10 * time.Millisecond, false},
+		{"cpu0 1 2 3 4 5 6\n", 0, true},
+		{"cpu 1 2 3\n", 0, true},
+		{"cpu 1 2 3 x 5 6\n", 0, true},
+		{"", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseCPUIdle([]byte(tt.in))
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("ParseCPUIdle(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}

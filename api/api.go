@@ -191,6 +191,11 @@ type Status struct {
 	// Boost is the lanes with a boost policy: whether a contact is on
 	// and which processes hold a boost.
 	Boost []BoostLane `json:"boost,omitempty"`
+	// Reserve is the lanes with a CPU reservation: how it is enforced
+	// and whether the lane runs beyond it now.
+	Reserve []ReserveLane `json:"reserve,omitempty"`
+	// Speed is the lanes whose send rate is held by their CPU share.
+	Speed []SpeedLane `json:"speed,omitempty"`
 }
 
 // Controller is one running controller's state.

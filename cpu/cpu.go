@@ -11,6 +11,7 @@ import (
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/reserve"
 )
 
 // ErrGone is a thread or process that exited.
@@ -87,6 +88,36 @@ func clampWeight(w int) int {
 // kernel refuses weight writes on an idle group, so idle comes first and
 // the weight is left out while idle.
 func plan(b backend, s lane.CPU, ncpu int, groupIdle bool) []Setting {
+	if s.ReservePercent > 0 {
+		// Beyond its reservation a reserved lane runs on idle CPU only;
+		// the reservation itself is SCHED_DEADLINE on its threads or, in
+		// the CFS fallback, planGuarantee.
+		s.Idle = true
+	}
+	period := Period
+	if s.CapPeriod > 0 {
+		period = s.CapPeriod
+	}
+	return planPeriod(b, s, ncpu, groupIdle, Quota(s.CapPercent, ncpu, period), period)
+}
+
+// planGuarantee is the CFS fallback of a reservation in force: the group
+// not idle, at the highest weight, with a quota of the reservation (or
+// the cap, if lower) in every period of the reservation.
+func planGuarantee(b backend, s lane.CPU, ncpu int, groupIdle bool) []Setting {
+	period := reserve.PeriodOr(s.ReservePeriod)
+	q := time.Duration(math.Round(s.ReservePercent / 100 * float64(period))).Round(time.Microsecond)
+	if c := Quota(s.CapPercent, ncpu, period); c > 0 && c < q {
+		q = c
+	}
+	if q < time.Millisecond {
+		q = time.Millisecond // the kernel's least quota
+	}
+	s.Idle, s.Weight = false, 10000
+	return planPeriod(b, s, ncpu, groupIdle, q, period)
+}
+
+func planPeriod(b backend, s lane.CPU, ncpu int, groupIdle bool, quota, period time.Duration) []Setting {
 	var out []Setting
 	idle := "0"
 	if s.Idle {
@@ -95,8 +126,7 @@ func plan(b backend, s lane.CPU, ncpu int, groupIdle bool) []Setting {
 	if groupIdle {
 		out = append(out, Setting{cgroup.CPU, "cpu.idle", idle})
 	}
-	quota := Quota(s.CapPercent, ncpu, Period)
-	periodUS := strconv.FormatInt(Period.Microseconds(), 10)
+	periodUS := strconv.FormatInt(period.Microseconds(), 10)
 	switch b {
 	case backendV2:
 		switch {
@@ -153,7 +183,29 @@ type threadSched interface {
 // written. With the SCHED_IDLE fallback it also sets the policy of the
 // group's current members' threads.
 func (e *Enforcer) Apply(g cgroup.Group, s lane.CPU) error {
-	for _, st := range plan(e.backend, s, e.ncpu, e.groupIdle) {
+	return e.apply(g, effectiveIdle(s), plan(e.backend, s, e.ncpu, e.groupIdle))
+}
+
+// effectiveIdle says whether a lane's threads run on idle CPU only: an
+// idle lane, or a reserved one beyond its reservation.
+func effectiveIdle(s lane.CPU) bool { return s.Idle || s.ReservePercent > 0 }
+
+// ApplyGuarantee enforces a reserved lane's reservation on its group with
+// CFS bandwidth (the fallback where threads cannot be given
+// SCHED_DEADLINE): the highest weight and a quota of the reservation in
+// every period of the reservation. Apply takes the group back to its idle state
+// beyond the reservation.
+func (e *Enforcer) ApplyGuarantee(g cgroup.Group, s lane.CPU) error {
+	if s.ReservePercent <= 0 {
+		return fmt.Errorf("guarantee cpu reservation of %s: the lane has none", g.Name())
+	}
+	return e.apply(g, false, planGuarantee(e.backend, s, e.ncpu, e.groupIdle))
+}
+
+// apply writes settings to g's files and, with the SCHED_IDLE fallback,
+// gives the group's threads the idle policy or takes it away.
+func (e *Enforcer) apply(g cgroup.Group, idle bool, settings []Setting) error {
+	for _, st := range settings {
 		cur, err := e.files.ReadFile(g, st.Ctrl, st.File)
 		if err != nil {
 			return fmt.Errorf("apply cpu settings to %s: %w", g.Name(), err)
@@ -174,8 +226,8 @@ func (e *Enforcer) Apply(g cgroup.Group, s lane.CPU) error {
 		return fmt.Errorf("apply cpu settings to %s: %w", g.Name(), err)
 	}
 	for _, pid := range pids {
-		if err := e.JoinThreads(pid, s); err != nil {
-			return fmt.Errorf("apply cpu settings to %s: %w", g.Name(), err)
+		if err := e.threads.SetIdle(pid, idle); err != nil {
+			return fmt.Errorf("apply cpu settings to %s: set thread policy of %d: %w", g.Name(), pid, err)
 		}
 	}
 	return nil
@@ -204,7 +256,7 @@ func (e *Enforcer) JoinThreads(pid int, s lane.CPU) error {
 	if e.groupIdle {
 		return nil
 	}
-	if err := e.threads.SetIdle(pid, s.Idle); err != nil {
+	if err := e.threads.SetIdle(pid, effectiveIdle(s)); err != nil {
 		return fmt.Errorf("set thread policy of %d: %w", pid, err)
 	}
 	return nil
@@ -242,31 +294,8 @@ func (e *Enforcer) Usage(g cgroup.Group) (time.Duration, error) {
 	return time.Duration(ns), nil
 }
 
+// CPUs is the host's CPU count the enforcer's caps refer to.
+func (e *Enforcer) CPUs() int { return e.ncpu }
+
 // Mechanism says which backend is in use and why, for `lanes doctor`.
 func (e *Enforcer) Mechanism() features.Mechanism { return e.mech }
-
-// countCPUList counts the CPUs of a list such as "0-3,8,10-11".
-func countCPUList(s string) (int, error) {
-	n := 0
-	for _, part := range strings.Split(s, ",") {
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return 0, fmt.Errorf("parse cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return 0, fmt.Errorf("parse cpu list %q: %w", s, err)
-			}
-		}
-		if b < a {
-			return 0, fmt.Errorf("parse cpu list %q: descending range", s)
-		}
-		n += b - a + 1
-	}
-	return n, nil
-}

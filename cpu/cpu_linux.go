@@ -3,14 +3,15 @@ package cpu
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/hostcpu"
+	"github.com/lanes-qos/lanes/reserve"
 )
 
 // New probes the host and returns an enforcer for hierarchy h. logf
@@ -64,20 +65,9 @@ func New(h *cgroup.Hierarchy, logf func(string, ...any)) (*Enforcer, error) {
 	return e, nil
 }
 
-// OnlineCPUs counts the host's online CPUs (/sys/devices/system/cpu/online),
-// which is what a cap in percent of the host refers to. It falls back to
-// runtime.NumCPU, which counts only the CPUs this process may use.
-func OnlineCPUs() int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return runtime.NumCPU()
-	}
-	n, err := countCPUList(strings.TrimSpace(string(b)))
-	if err != nil || n == 0 {
-		return runtime.NumCPU()
-	}
-	return n
-}
+// OnlineCPUs counts the host's online CPUs, which is what a cap in
+// percent of the host refers to (hostcpu.Online).
+func OnlineCPUs() int { return hostcpu.Online() }
 
 // schedThreads sets scheduling policies with sched_setattr(2).
 type schedThreads struct{}
@@ -151,4 +141,141 @@ func SetThreadNice(tid, nice int) error {
 		return fmt.Errorf("set nice %d on thread %d: %w", nice, tid, err)
 	}
 	return nil
+}
+
+// ThreadSched is a thread's scheduling policy (SCHED_* as sched(7)) and
+// nice value: what a reservation records before it changes a thread.
+type ThreadSched struct {
+	Policy uint32 `json:"policy"`
+	Nice   int    `json:"nice"`
+}
+
+// SchedDeadline is SCHED_DEADLINE's policy number.
+const SchedDeadline = 6
+
+// schedFlagResetOnFork is SCHED_FLAG_RESET_ON_FORK: a deadline thread's
+// children start as ordinary threads (a deadline thread may not fork
+// otherwise).
+const schedFlagResetOnFork = 0x01
+
+// GetThreadSched reads a thread's policy and nice; ErrGone when it ended.
+func GetThreadSched(tid int) (ThreadSched, error) {
+	attr, err := unix.SchedGetAttr(tid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return ThreadSched{}, ErrGone
+	}
+	if err != nil {
+		return ThreadSched{}, fmt.Errorf("get policy of thread %d: %w", tid, err)
+	}
+	return ThreadSched{Policy: attr.Policy, Nice: int(attr.Nice)}, nil
+}
+
+// SetThreadSched sets a thread's fair policy (SCHED_NORMAL, SCHED_BATCH
+// or SCHED_IDLE) and nice: what a reservation gives back. ErrGone when
+// the thread ended.
+func SetThreadSched(tid int, s ThreadSched) error {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: s.Policy, Nice: int32(s.Nice)}
+	err := unix.SchedSetAttr(tid, &attr, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return ErrGone
+	}
+	if err != nil {
+		return fmt.Errorf("set policy %d nice %d on thread %d: %w", s.Policy, s.Nice, tid, err)
+	}
+	return nil
+}
+
+// SetThreadDeadline puts a thread under SCHED_DEADLINE with runtime in
+// every period (deadline = period), its children starting as ordinary
+// threads. The kernel refuses with EBUSY when its admission control finds
+// no room, and with EPERM when the thread may not run on every CPU of its
+// root domain. ErrGone when the thread ended.
+func SetThreadDeadline(tid int, runtime, period time.Duration) error {
+	return SetThreadDeadlineDue(tid, runtime, period, period)
+}
+
+// SetThreadDeadlineDue is SetThreadDeadline with a deadline shorter than
+// the period: runtime in every period, done by deadline after the
+// period's start (runtime <= deadline <= period), as a producer whose
+// output a later stage takes at a phase needs.
+func SetThreadDeadlineDue(tid int, runtime, deadline, period time.Duration) error {
+	if runtime <= 0 || runtime > deadline || deadline > period {
+		return fmt.Errorf("SCHED_DEADLINE %v due %v every %v on thread %d: want 0 < runtime <= deadline <= period", runtime, deadline, period, tid)
+	}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: SchedDeadline, Flags: schedFlagResetOnFork,
+		Runtime: uint64(runtime), Deadline: uint64(deadline), Period: uint64(period)}
+	err := unix.SchedSetAttr(tid, &attr, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return ErrGone
+	}
+	if err != nil {
+		return fmt.Errorf("SCHED_DEADLINE %v due %v every %v on thread %d: %w", runtime, deadline, period, tid, err)
+	}
+	return nil
+}
+
+// DeadlineRuntime is the deadline runtime of a thread (0 when it is not
+// under SCHED_DEADLINE); ErrGone when it ended.
+func DeadlineRuntime(tid int) (time.Duration, error) {
+	attr, err := unix.SchedGetAttr(tid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return 0, ErrGone
+	}
+	if err != nil {
+		return 0, fmt.Errorf("get policy of thread %d: %w", tid, err)
+	}
+	if attr.Policy != SchedDeadline {
+		return 0, nil
+	}
+	return time.Duration(attr.Runtime), nil
+}
+
+// deadlineProbe puts a thread of lanesd's own under SCHED_DEADLINE for a
+// moment and back: whether the kernel lets lanesd reserve CPU that way
+// (root or CAP_SYS_NICE, room in the deadline admission control, a
+// thread allowed on every CPU of its root domain).
+var deadlineProbe = features.Probe{Name: "SCHED_DEADLINE", Fn: func() error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread ends with the goroutine, still locked: nothing else
+		// runs on it, deadline or not.
+		runtime.LockOSThread()
+		tid := unix.Gettid()
+		own, err := GetThreadSched(tid)
+		if err != nil {
+			errc <- err
+			return
+		}
+		if err := SetThreadDeadline(tid, 100*time.Microsecond, 10*time.Millisecond); err != nil {
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EINVAL) {
+				err = fmt.Errorf("%w: %v", features.ErrNotSupported, err)
+			}
+			errc <- err
+			return
+		}
+		errc <- SetThreadSched(tid, own)
+	}()
+	return <-errc
+}}
+
+// ReserveMechanism says how lanesd enforces cpu.reserve here, given the
+// mechanism asked for (reserve.MechAuto, MechDeadline or MechCFS): the
+// line of lanes doctor, and the choice itself (Preferred: deadline).
+func ReserveMechanism(want string) (features.Mechanism, error) {
+	f := reserve.Facts{Deadline: deadlineProbe.Result()}
+	f.Hz, _, _ = hostcpu.TickHz(features.KernelRelease())
+	if on, err := hostcpu.HRTickDL(); err == nil {
+		f.HRTick, f.HRTickKnown = on, true
+	}
+	dl, why, err := reserve.Choose(want, f)
+	if err != nil {
+		return features.Mechanism{}, err
+	}
+	m := features.Mechanism{Resource: "cpu reserve", OK: true, Preferred: dl, Reason: why}
+	if dl {
+		m.Backend = "SCHED_DEADLINE per thread, the reservation split by use every " + reserve.Period.String()
+	} else {
+		m.Backend = "CFS bandwidth: the lane's group at the highest weight with a quota every " + reserve.Period.String()
+	}
+	return m, nil
 }

@@ -5,8 +5,10 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/internal/features"
 )
 
 // New is not supported outside Linux.
@@ -22,3 +24,34 @@ func ThreadNice(tid int) (int, error) { return 0, errors.ErrUnsupported }
 
 // SetThreadNice is not supported outside Linux.
 func SetThreadNice(tid, nice int) error { return errors.ErrUnsupported }
+
+// ThreadSched is a thread's scheduling policy and nice.
+type ThreadSched struct {
+	Policy uint32 `json:"policy"`
+	Nice   int    `json:"nice"`
+}
+
+// SchedDeadline is SCHED_DEADLINE's policy number.
+const SchedDeadline = 6
+
+// GetThreadSched is Linux-only.
+func GetThreadSched(tid int) (ThreadSched, error) { return ThreadSched{}, errors.ErrUnsupported }
+
+// SetThreadSched is Linux-only.
+func SetThreadSched(tid int, s ThreadSched) error { return errors.ErrUnsupported }
+
+// SetThreadDeadline is Linux-only.
+func SetThreadDeadline(tid int, runtime, period time.Duration) error { return errors.ErrUnsupported }
+
+// SetThreadDeadlineDue is Linux-only.
+func SetThreadDeadlineDue(tid int, runtime, deadline, period time.Duration) error {
+	return errors.ErrUnsupported
+}
+
+// DeadlineRuntime is Linux-only.
+func DeadlineRuntime(tid int) (time.Duration, error) { return 0, errors.ErrUnsupported }
+
+// ReserveMechanism is Linux-only.
+func ReserveMechanism(want string) (features.Mechanism, error) {
+	return features.Mechanism{Resource: "cpu reserve", Backend: "none", Reason: "not Linux"}, nil
+}

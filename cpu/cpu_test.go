@@ -42,21 +42,6 @@ func TestQuota(t *testing.T) {
 	}
 }
 
-func TestCountCPUList(t *testing.T) {
-	tests := map[string]int{"0": 1, "0-1": 2, "0-3,8,10-11": 7, "": 0}
-	for in, want := range tests {
-		got, err := countCPUList(in)
-		if err != nil || got != want {
-			t.Errorf("countCPUList(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"x", "3-1", "1-y"} {
-		if _, err := countCPUList(bad); err == nil {
-			t.Errorf("countCPUList(%q) succeeded", bad)
-		}
-	}
-}
-
 func TestPlan(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -87,6 +72,15 @@ func TestPlan(t *testing.T) {
 			"cpu.shares=2 cpu.cfs_period_us=100000 cpu.cfs_quota_us=-1"},
 		{"v1 cap", backendV1, lane.CPU{CapPercent: 20}, true,
 			"cpu.idle=0 cpu.shares=1024 cpu.cfs_period_us=100000 cpu.cfs_quota_us=40000"},
+		{"v2 cap with a short period", backendV2, lane.CPU{CapPercent: 10, CapPeriod: 10 * time.Millisecond}, true,
+			"cpu.idle=0 cpu.weight=100 cpu.max=2000 10000"},
+		// A reserved lane is idle beyond its reservation.
+		{"v2 reserved", backendV2, lane.CPU{Weight: 400, ReservePercent: 20}, true,
+			"cpu.idle=1 cpu.max=max 100000"},
+		{"v1 reserved with cap", backendV1, lane.CPU{ReservePercent: 20, CapPercent: 50}, true,
+			"cpu.idle=1 cpu.cfs_period_us=100000 cpu.cfs_quota_us=100000"},
+		{"v1 reserved without cpu.idle", backendV1, lane.CPU{ReservePercent: 20}, false,
+			"cpu.shares=2 cpu.cfs_period_us=100000 cpu.cfs_quota_us=-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,6 +90,42 @@ func TestPlan(t *testing.T) {
 			}
 			if strings.Join(got, " ") != tt.want {
 				t.Errorf("plan = %q\nwant   %q", strings.Join(got, " "), tt.want)
+			}
+		})
+	}
+}
+
+// TestPlanGuarantee: the CFS fallback of a reservation in force, the
+// highest weight and the reservation's quota in every 10 ms.
+func TestPlanGuarantee(t *testing.T) {
+	tests := []struct {
+		name      string
+		b         backend
+		s         lane.CPU
+		groupIdle bool
+		want      string
+	}{
+		{"v2 fifth", backendV2, lane.CPU{ReservePercent: 20}, true,
+			"cpu.idle=0 cpu.weight=10000 cpu.max=2000 10000"},
+		{"v2 without cpu.idle", backendV2, lane.CPU{ReservePercent: 150}, false,
+			"cpu.weight=10000 cpu.max=15000 10000"},
+		{"v2 cap below the reservation", backendV2, lane.CPU{ReservePercent: 50, CapPercent: 10}, true,
+			"cpu.idle=0 cpu.weight=10000 cpu.max=2000 10000"},
+		{"v2 least quota", backendV2, lane.CPU{ReservePercent: 5}, true,
+			"cpu.idle=0 cpu.weight=10000 cpu.max=1000 10000"},
+		{"v1 fifth", backendV1, lane.CPU{ReservePercent: 20}, true,
+			"cpu.idle=0 cpu.shares=102400 cpu.cfs_period_us=10000 cpu.cfs_quota_us=2000"},
+		{"v2 its own period", backendV2, lane.CPU{ReservePercent: 15, ReservePeriod: 40 * time.Millisecond}, true,
+			"cpu.idle=0 cpu.weight=10000 cpu.max=6000 40000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, s := range planGuarantee(tt.b, tt.s, 2, tt.groupIdle) {
+				got = append(got, s.String())
+			}
+			if strings.Join(got, " ") != tt.want {
+				t.Errorf("planGuarantee = %q\nwant   %q", strings.Join(got, " "), tt.want)
 			}
 		})
 	}

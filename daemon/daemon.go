@@ -33,6 +33,9 @@ type Options struct {
 	ConfigPath string
 	Socket     string // overrides the config's daemon.socket
 	StateDir   string // overrides the config's daemon.state_dir
+	// ReserveMechanism is how reservations are enforced: reserve.MechAuto
+	// (""), MechDeadline or MechCFS.
+	ReserveMechanism string
 	// Logf logs what the daemon does (info); Warnf what went wrong that
 	// it carries on with (warning; Logf when nil).
 	Logf  func(format string, args ...any)
@@ -70,6 +73,14 @@ type Daemon struct {
 	// connectivity as the network monitor last reported it.
 	boost     *boostRun
 	boostView atomic.Pointer[boostRun]
+	// reserve is the CPU reservations of the lanes with cpu.reserve
+	// (under applyMu), reserveView the same for status.
+	reserve     *reserveRun
+	reserveView atomic.Pointer[reserveRun]
+	// speed is rate by execution speed of the lanes with cpu.send_rate
+	// (under applyMu), speedView the same for status.
+	speed     *speedRun
+	speedView atomic.Pointer[speedRun]
 	connUp    atomic.Bool
 	// ev is the event history writer and the API streams' lifetime.
 	ev *eventsRun
@@ -337,6 +348,8 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 	d.stopControllers()
 	d.stopLaneMon() // restarted with cfg once it is applied
 	d.stopBoost()   // every boost undone; started again on cfg
+	d.stopReserve() // every thread's own policy back; started again on cfg
+	d.stopSpeed()   // the lanes' configured CPU back; started again on cfg
 	if err := d.applyNet(cfg); err != nil {
 		return err
 	}
@@ -375,6 +388,8 @@ func (d *Daemon) reconcile(old, cfg *lane.Config) error {
 	d.startControllers(cfg)
 	d.startLaneMon(cfg)
 	d.startBoost(cfg)
+	d.startReserve(cfg)
+	d.startSpeed(cfg)
 	return nil
 }
 
@@ -439,6 +454,8 @@ func (d *Daemon) restore() error {
 	d.stopControllers()
 	d.stopLaneMon()
 	d.stopBoost()
+	d.stopReserve()
+	d.stopSpeed()
 	d.diskIdle.end()
 	d.diskIdle = nil
 	d.stopNet()
@@ -520,6 +537,13 @@ func openHost(stateDir string, logf func(string, ...any)) (*state.Store, *enforc
 		logf("give back boosts an earlier lanesd left: %v", err)
 	} else if n > 0 {
 		logf("gave %d processes boosted by an earlier lanesd their own nice values back", n)
+	}
+	// Reservations likewise: each thread's own policy back; the
+	// reservation controllers start over under the guarantee.
+	if n, err := eng.RestoreReserves(); err != nil {
+		logf("give back reservations an earlier lanesd left: %v", err)
+	} else if n > 0 {
+		logf("gave %d processes an earlier lanesd reserved CPU for their own scheduling back", n)
 	}
 	cleanNetRecords(logf, store)
 	return store, eng, recovered, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/api/peercred"
 	"github.com/lanes-qos/lanes/autorate"
+	"github.com/lanes-qos/lanes/cpu"
 	"github.com/lanes-qos/lanes/disk"
 	"github.com/lanes-qos/lanes/diskidle"
 	"github.com/lanes-qos/lanes/enforce"
@@ -435,8 +436,11 @@ func (d *Daemon) serveProcs(w http.ResponseWriter, r *http.Request) (any, *api.E
 
 func (d *Daemon) mechanisms() []api.Mechanism {
 	m := wireMechanisms(append(d.engine.Mechanisms(), diskidle.IdleMechanism(d.engine.H)))
-	if d.boostView.Load() != nil {
+	if d.boostView.Load() != nil || d.speedView.Load() != nil {
 		m = append(m, wireMechanisms([]features.Mechanism{monitor.SocketsMechanism()})...)
+	}
+	if rm, err := cpu.ReserveMechanism(d.opts.ReserveMechanism); err == nil {
+		m = append(m, wireMechanisms([]features.Mechanism{rm})...)
 	}
 	d.applyMu.Lock()
 	switch {
@@ -525,6 +529,8 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Bridge = d.bridgeStatus()
 	st.Controllers = d.controllerStatus()
 	st.Boost = d.boostStatus()
+	st.Reserve = d.reserveStatus()
+	st.Speed = d.speedStatus()
 	st.History = d.historyStatus()
 	return st, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lanes-qos/lanes/internal/buildinfo"
 	"github.com/lanes-qos/lanes/internal/logging"
 	"github.com/lanes-qos/lanes/internal/paths"
+	"github.com/lanes-qos/lanes/reserve"
 )
 
 // Main is lanesd's command line: it parses args (without the program
@@ -24,6 +25,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.ConfigPath, "config", "", "config file (default "+paths.ConfigFile+" if it exists, else the embedded defaults)")
 	fs.StringVar(&opts.Socket, "socket", "", "local API socket (default: the config's daemon.socket, "+paths.Socket+")")
 	fs.StringVar(&opts.StateDir, "state-dir", "", "state directory (default: the config's daemon.state_dir, "+paths.StateDir+")")
+	fs.StringVar(&opts.ReserveMechanism, "reserve-mechanism", reserve.MechAuto, "how cpu.reserve is enforced: auto (SCHED_DEADLINE where the kernel enforces it with HRTICK_DL, else CFS bandwidth), deadline, or cfs")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until lanesd stops")
 	version := fs.Bool("version", false, "print lanesd's version and exit")
 	logLevel := fs.String("log-level", "info", "least severe messages logged: debug, info, warn or error")
@@ -63,6 +65,10 @@ Flags:
 	level, err := logging.ParseLevel(*logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "lanesd: --log-level: %v\n", err)
+		return 2
+	}
+	if _, _, err := reserve.Choose(opts.ReserveMechanism, reserve.Facts{}); err != nil {
+		fmt.Fprintf(stderr, "lanesd: --reserve-mechanism: %v\n", err)
 		return 2
 	}
 	f, _ := stderr.(*os.File)

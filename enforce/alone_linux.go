@@ -33,6 +33,16 @@ const RunDir = paths.RunDir
 // StartAlone starts cmd in lane l. Processes the command forks stay in the
 // lane; ones that outlive it are moved back to where `lanes run` was.
 func StartAlone(l *lane.Lane, cmd *exec.Cmd, logf func(string, ...any)) (*Alone, error) {
+	if l.CPU.ReservePercent > 0 {
+		// A reservation is a controller in lanesd (the guarantee, and
+		// idle CPU beyond it); without lanesd the lane is an ordinary one.
+		c := *l
+		c.CPU.ReservePercent, c.CPU.ReservePeriod = 0, 0
+		if logf != nil {
+			logf("lane %s: cpu.reserve needs lanesd; without it the command runs at the lane's CPU weight, unreserved", l.Name)
+		}
+		l = &c
+	}
 	self := os.Getpid()
 	dir := filepath.Join(RunDir, "run-"+strconv.Itoa(self))
 	store, err := state.Open(dir)

@@ -187,7 +187,7 @@ func (e *Engine) EnsureLane(l *lane.Lane) (cgroup.Group, error) {
 		e.logf("adopted cgroup %s", g.Name())
 	}
 	e.cpuMu.Lock()
-	err = e.CPU.Apply(g, e.effectiveCPU(l))
+	err = e.applyCPU(l)
 	e.cpuMu.Unlock()
 	if err != nil {
 		return g, fmt.Errorf("lane %s: %w", l.Name, err)
@@ -768,6 +768,9 @@ func (e *Engine) RestoreAll() error {
 	}
 	var errs []error
 	if _, err := e.RestoreBoosts(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := e.RestoreReserves(); err != nil {
 		errs = append(errs, err)
 	}
 	groups, err := e.store.List(state.KindGroup)

@@ -35,5 +35,9 @@ func Probe() ([]features.Mechanism, error) {
 		m.Close() // asked only whether systemd answers
 	}
 	e := &Engine{H: h, CPU: ce, Disk: de, placement: placement}
-	return e.Mechanisms(), nil
+	m := e.Mechanisms()
+	if rm, err := cpu.ReserveMechanism("auto"); err == nil {
+		m = append(m, rm) // what lanesd would use with its default flag
+	}
+	return m, nil
 }

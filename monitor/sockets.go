@@ -7,9 +7,11 @@ var ErrGone = errors.New("exited")
 
 // SocketCounters are a process's cumulative socket counters: data
 // segments (or, for UDP, read and write calls) and bytes, sent and
-// received, over the inet sockets it holds now.
+// received, over the inet sockets it holds now; Sent is the bytes it
+// sent (TCP: acknowledged by the peer; UDP: written).
 type SocketCounters struct {
 	Events, Bytes uint64
+	Sent          uint64
 	Sockets       int
 }
 

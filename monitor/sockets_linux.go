@@ -35,6 +35,7 @@ func ReadSockets() (*Sockets, error) {
 			s.tcp[r.InetDiagMsg.INode] = SocketCounters{
 				Events: uint64(ti.Data_segs_in) + uint64(ti.Data_segs_out),
 				Bytes:  ti.Bytes_acked + ti.Bytes_received,
+				Sent:   ti.Bytes_acked,
 			}
 		}
 		if s.anyOther {
@@ -59,7 +60,8 @@ func ReadSockets() (*Sockets, error) {
 // Process sums pid's socket counters: for its TCP sockets the data
 // segments and bytes their tcp_info counts; if it holds a UDP socket, its
 // read and write calls and bytes (/proc/PID/io, which count its file I/O
-// too: UDP sockets keep no such counters). ErrGone when it exited.
+// too, and sends by write(2), not sendto(2): UDP sockets keep no such
+// counters). ErrGone when it exited.
 func (s *Sockets) Process(pid int) (SocketCounters, error) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
 	fds, err := os.ReadDir(dir)
@@ -80,6 +82,7 @@ func (s *Sockets) Process(pid int) (SocketCounters, error) {
 		if t, ok := s.tcp[uint32(ino)]; ok {
 			c.Events += t.Events
 			c.Bytes += t.Bytes
+			c.Sent += t.Sent
 			c.Sockets++
 		} else if s.udp[uint32(ino)] || s.procIO || s.anyOther {
 			udp = true
@@ -94,6 +97,7 @@ func (s *Sockets) Process(pid int) (SocketCounters, error) {
 		io := procfs.ParseIO(b)
 		c.Events += io.SysCR + io.SysCW
 		c.Bytes += io.RChar + io.WChar
+		c.Sent += io.WChar
 	}
 	return c, nil
 }

@@ -24,6 +24,7 @@ const (
 	KindSubtree = "subtree" // enforce: a controller lanes enabled in a subtree_control; key: path
 	KindQdisc   = "qdisc"   // netsched: a qdisc tree lanes installed; key: interface
 	KindNice    = "nice"    // enforce: a process whose threads' nice a boost changed; key: pid
+	KindSched   = "sched"   // enforce: a process whose threads a reservation put under SCHED_DEADLINE; key: pid
 )
 
 // ErrNotFound is returned by Get for a missing record.

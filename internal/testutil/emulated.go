@@ -58,3 +58,25 @@ func RequireTimingWithin(tb testing.TB, bound time.Duration) {
 	}
 	tb.Logf("host load: %v", h)
 }
+
+// TimingOK says whether this host can measure timings now, as
+// RequireTiming does, without skipping: for a test that loads the host
+// itself (its own CPU hogs would fail RequireTiming) and so asks before
+// it starts; it logs why not.
+func TimingOK(tb testing.TB) bool {
+	tb.Helper()
+	if Emulated() {
+		tb.Log("timing-sensitive assertions not made under emulation")
+		return false
+	}
+	h, err := ReadHostLoad()
+	if err != nil {
+		tb.Fatalf("measure this host's load: %v", err)
+	}
+	if why := h.tooLoaded(); why != "" {
+		tb.Logf("timing-sensitive assertions not made: host too loaded at the start: %s (%v)", why, h)
+		return false
+	}
+	tb.Logf("host load at the start: %v", h)
+	return true
+}

@@ -217,6 +217,14 @@ func newStatusCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(Stdout)
 				printBoost(st.Boost)
 			}
+			if len(st.Reserve) > 0 {
+				fmt.Fprintln(Stdout)
+				printReserve(st.Reserve)
+			}
+			if len(st.Speed) > 0 {
+				fmt.Fprintln(Stdout)
+				printSpeed(st.Speed)
+			}
 			if st.Bus != nil {
 				fmt.Fprintln(Stdout)
 				printBus(st.Bus)

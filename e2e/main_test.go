@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-qos/lanes/bench/execspeed"
 	"github.com/lanes-qos/lanes/cmd/lanes/cli"
 	"github.com/lanes-qos/lanes/daemon"
 )
@@ -38,6 +39,24 @@ func TestMain(m *testing.M) {
 	case "spin":
 		// A busy loop, bounded: the CPU tests' workload.
 		spin()
+		os.Exit(0)
+	case "cpusend":
+		// A CPU-bound UDP sender: ADDR WORK SECONDS.
+		work, _ := strconv.Atoi(os.Args[2])
+		secs, _ := strconv.Atoi(os.Args[3])
+		_, err := execspeed.Send(context.Background(), execspeed.SendOptions{Addr: os.Args[1], Work: work, Duration: time.Duration(min(max(secs, 1), 120)) * time.Second})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cpusend:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "udpsink":
+		// Receives and drops datagrams: ADDR SECONDS.
+		secs, _ := strconv.Atoi(os.Args[2])
+		if _, err := execspeed.Receive(context.Background(), os.Args[1], time.Duration(min(max(secs, 1), 120))*time.Second, false); err != nil {
+			fmt.Fprintln(os.Stderr, "udpsink:", err)
+			os.Exit(1)
+		}
 		os.Exit(0)
 	case "sleep":
 		// A process that waits, whatever the host's sleep is (busybox in

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/lanes-qos/lanes/bench"
 	"github.com/lanes-qos/lanes/bench/ch5"
+	"github.com/lanes-qos/lanes/bench/execspeed"
 	"github.com/lanes-qos/lanes/bench/hotspot"
 	"github.com/lanes-qos/lanes/testbed/workload"
 )
@@ -111,7 +113,7 @@ probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
-	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand(), hotspotAudioCommand())
+	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand(), hotspotAudioCommand(), execspeedCommand(), execspeedProcCommand())
 	return cmd
 }
 
@@ -299,4 +301,122 @@ root, socat, stress-ng, iperf3 and lanesd beside lanes.`,
 	f.StringVar(&opts.LanesdBin, "lanesd", "", "lanesd binary (default: lanesd beside this binary)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log the testbed's steps")
 	return cmd
+}
+
+// execspeedCommand is `lanes bench execspeed`: seed 001's experiments.
+func execspeedCommand() *cobra.Command {
+	var opts execspeed.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "execspeed [flags]",
+		Short: "Run seed 001's experiments: send rate by CPU share (Figure 4, inter-arrival histograms, cpu.send_rate holding a rate) and cpu.reserve's share per 100 ms window (root)",
+		Long: `Run the experiments of seed 001 (bandwidth control by regulating a process's
+execution speed, and CPU reservations) on this host:
+
+  figure4   a CPU-bound UDP sender (SHA-256 over every datagram) at CPU shares
+            of 10-100 % of one CPU (a CFS quota every 10 ms), the payload rate
+            at the receiver, and the least-squares line's R²;
+  hist      the receiver's packet inter-arrival histograms at 25, 50 and 75 %,
+            with the 10 ms quota period and the cgroup default 100 ms;
+  hold      lanesd's cpu.send_rate holding half the free rate for 30 s while
+            busy loops run through the middle third, beside the fixed share
+            the line gives (open loop);
+  reserve   a busy loop's share of a CPU in every 100 ms window in a lane with
+            cpu.reserve (20 % and 20ms/100ms, by CFS bandwidth and by
+            SCHED_DEADLINE) against busy loops on every CPU, beside a lane
+            without a reservation.
+
+The sender and receiver run in two network namespaces joined by a veth.
+Writes execspeed.json and execspeed.md into --out. Needs root and lanesd
+beside lanes; about three minutes.`,
+		Example: `  sudo lanes bench execspeed --out bench/results/execspeed
+  sudo lanes bench execspeed --part reserve --windows 100`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("bench execspeed: needs root (network namespaces, cgroups)")
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("bench execspeed: find the lanes binary: %w", err)
+			}
+			opts.LanesBin = self
+			opts.Progress = os.Stderr
+			if verbose {
+				opts.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "execspeed: "+f+"\n", a...) }
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if _, err := execspeed.Experiment(ctx, opts); err != nil {
+				return fmt.Errorf("bench %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "bench execspeed: results in %s\n", opts.OutDir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.OutDir, "out", ".", "directory for execspeed.json and execspeed.md")
+	f.StringSliceVar(&opts.Parts, "part", nil, "run only these parts: figure4, hist, hold, reserve (default all; hold needs figure4)")
+	f.IntVar(&opts.Work, "work", 40, "rounds of SHA-256 per datagram (the sender's CPU cost)")
+	f.Float64SliceVar(&opts.Shares, "shares", nil, "Figure 4's CPU shares, percent of one CPU (default 10,20,...,100)")
+	f.DurationVar(&opts.Point, "point", 3*time.Second, "how long each share is measured")
+	f.DurationVar(&opts.Hold, "hold", 30*time.Second, "length of each hold run")
+	f.Float64Var(&opts.Target, "target", 0.5, "the rate held, as a share of the free rate")
+	f.IntVar(&opts.Windows, "windows", 50, "100 ms windows measured per reservation arm")
+	f.StringVar(&opts.LanesdBin, "lanesd", "", "lanesd binary (default: lanesd beside this binary)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log the testbed's steps")
+	return cmd
+}
+
+// execspeedProcCommand is the hidden `lanes bench execspeedproc`: the
+// processes `lanes bench execspeed` starts: "send ADDR WORK SECONDS" (the
+// CPU-bound sender) or "spin SECONDS" (a busy loop).
+func execspeedProcCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "execspeedproc send ADDR WORK SECONDS [WORK2 AFTER] | spin SECONDS",
+		Short:  "Run a process of lanes bench execspeed (started by the runner)",
+		Hidden: true,
+		Args:   cobra.RangeArgs(2, 6),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			secs := func(s string) (time.Duration, error) {
+				n, err := strconv.Atoi(s)
+				if err != nil || n < 1 || n > 3600 {
+					return 0, fmt.Errorf("seconds %q: want 1..3600", s)
+				}
+				return time.Duration(n) * time.Second, nil
+			}
+			switch {
+			case args[0] == "send" && (len(args) == 4 || len(args) == 6):
+				work, err := strconv.Atoi(args[2])
+				if err != nil {
+					return fmt.Errorf("work %q: not a number", args[2])
+				}
+				d, err := secs(args[3])
+				if err != nil {
+					return err
+				}
+				o := execspeed.SendOptions{Addr: args[1], Work: work, Duration: d}
+				if len(args) == 6 {
+					if o.Work2, err = strconv.Atoi(args[4]); err != nil {
+						return fmt.Errorf("work2 %q: not a number", args[4])
+					}
+					if o.After, err = secs(args[5]); err != nil {
+						return err
+					}
+				}
+				_, err = execspeed.Send(ctx, o)
+				return err
+			case args[0] == "spin" && len(args) == 2:
+				d, err := secs(args[1])
+				if err != nil {
+					return err
+				}
+				execspeed.Spin(ctx, d)
+				return nil
+			}
+			return fmt.Errorf("want send ADDR WORK SECONDS [WORK2 AFTER] or spin SECONDS")
+		},
+	}
 }

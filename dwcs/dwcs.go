@@ -117,6 +117,14 @@ func New(streams []Stream) (*Scheduler, error) {
 // Now is the current tick.
 func (sc *Scheduler) Now() int64 { return sc.now }
 
+// Current is stream i's current period: its index from 0, when it was
+// released (the phase, then every period) and the service it is still
+// owed in it.
+func (sc *Scheduler) Current(i int) (period, release, left int64) {
+	s := sc.s[i]
+	return s.period, s.release, s.left
+}
+
 // Constraint is stream i's current window constraint x'/y'.
 func (sc *Scheduler) Constraint(i int) (x, y int) { return sc.s[i].x, sc.s[i].y }
 
@@ -153,10 +161,13 @@ func before(a, b *state, ai, bi int) bool {
 // Pick returns the stream DWCS runs in the current tick: the first by
 // Table 1 among those released with service left in their period, else
 // the first work-conserving stream released; -1 when the resource idles.
-func (sc *Scheduler) Pick() int {
+func (sc *Scheduler) Pick() int { return sc.pick(nil) }
+
+// pick is Pick among the streams ready says can run now (nil: all).
+func (sc *Scheduler) pick(ready func(int) bool) int {
 	best := -1
 	for i, s := range sc.s {
-		if s.left == 0 || s.release > sc.now {
+		if s.left == 0 || s.release > sc.now || (ready != nil && !ready(i)) {
 			continue
 		}
 		if best < 0 || before(s, sc.s[best], i, best) {
@@ -167,7 +178,7 @@ func (sc *Scheduler) Pick() int {
 		return best
 	}
 	for i, s := range sc.s {
-		if s.WorkConserving && s.release <= sc.now && (best < 0 || before(s, sc.s[best], i, best)) {
+		if s.WorkConserving && s.release <= sc.now && (ready == nil || ready(i)) && (best < 0 || before(s, sc.s[best], i, best)) {
 			best = i
 		}
 	}
@@ -207,8 +218,15 @@ func (s *state) ruleB() (violation bool) {
 // Step runs the picked stream for one tick, advances the clock, and
 // returns the stream that ran (-1: idle) and the periods that ended at
 // the new tick.
-func (sc *Scheduler) Step() (ran int, ended []Outcome) {
-	ran = sc.Pick()
+func (sc *Scheduler) Step() (ran int, ended []Outcome) { return sc.StepReady(nil) }
+
+// StepReady is Step where a stream runs only if ready(i) says it has
+// work now (nil: every stream has): a packet scheduler's streams are
+// ready while a packet of their current period waits. A released
+// stream that is not ready keeps its service owed, and misses its period
+// if it stays unready to the end.
+func (sc *Scheduler) StepReady(ready func(i int) bool) (ran int, ended []Outcome) {
+	ran = sc.pick(ready)
 	if ran >= 0 {
 		s := sc.s[ran]
 		if s.left > 0 {

@@ -1,10 +1,13 @@
 package benchcmd
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/lanes-qos/lanes/bench"
 	"github.com/lanes-qos/lanes/bench/ch5"
+	"github.com/lanes-qos/lanes/bench/coord"
 	"github.com/lanes-qos/lanes/bench/execspeed"
 	"github.com/lanes-qos/lanes/bench/hotspot"
 	"github.com/lanes-qos/lanes/testbed/workload"
@@ -113,7 +117,7 @@ probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
-	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand(), hotspotAudioCommand(), execspeedCommand(), execspeedProcCommand())
+	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand(), hotspotAudioCommand(), execspeedCommand(), execspeedProcCommand(), coordCommand())
 	return cmd
 }
 
@@ -419,4 +423,94 @@ func execspeedProcCommand() *cobra.Command {
 			return fmt.Errorf("want send ADDR WORK SECONDS [WORK2 AFTER] or spin SECONDS")
 		},
 	}
+}
+
+// coordCommand is `lanes bench coord`: seed 004's coordinated CPU and
+// packet scheduling.
+func coordCommand() *cobra.Command {
+	o := coord.Defaults()
+	var out string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "coord [flags]",
+		Short: "Run seed 004's coordinated CPU and packet scheduling: stream producers beside busy loops, lanes' DWCS pacer, with and without a CPU deadline and a phase (root)",
+		Long: `Run seed 004's coordinated CPU and packet scheduling (§4.2) on this host.
+
+Stream producers do a frame's CPU work (SHA-256) every period T beside busy
+loops on every CPU and hand its packets to lanes' user-space DWCS pacer
+(package pacer), which sends them over a veth at one packet a slot to a
+receiver that timestamps each arrival in the kernel. Four arms:
+
+  neither      ordinary producers, packet periods aligned with the CPU's
+  phase-only   ordinary producers, packet periods Θ behind
+  cpu-only     producers under SCHED_DEADLINE due at T, no phase
+  coordinated  producers under SCHED_DEADLINE due at Θ, packet periods Θ
+               behind: every frame is ready at its packet release, and no
+               packet starts later than Θ + T after its frame's release
+
+Writes coord.json and coord.md into --out. Needs root; about ten seconds an
+arm with the defaults.`,
+		Example: `  sudo lanes bench coord --out bench/results/coord
+  sudo lanes bench coord --arm coordinated --frames 1000 --hogs 8`,
+		// Bad options are bad arguments: lanes exits 2 on them.
+		Args: func(c *cobra.Command, a []string) error {
+			if err := cobra.NoArgs(c, a); err != nil {
+				return err
+			}
+			return o.Check()
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("bench coord: needs root (network namespaces, SCHED_DEADLINE, SCHED_FIFO)")
+			}
+			o.Progress = os.Stderr
+			if verbose {
+				o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "coord: "+f+"\n", a...) }
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := coord.Experiment(ctx, o)
+			if err != nil {
+				return fmt.Errorf("bench %w", err)
+			}
+			if err := writeCoord(out, res); err != nil {
+				return fmt.Errorf("bench coord: %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "bench coord: results in %s\n", out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&out, "out", ".", "directory for coord.json and coord.md")
+	f.StringSliceVar(&o.Arms, "arm", nil, "run only these arms: "+strings.Join(coord.Arms, ", ")+" (default all)")
+	f.IntVar(&o.Streams, "streams", o.Streams, "streams (producers)")
+	f.DurationVar(&o.Period, "period", o.Period, "T: a frame every period")
+	f.DurationVar(&o.Phase, "phase", o.Phase, "Θ: the packet periods' delay behind the CPU periods (and the producers' CPU deadline)")
+	f.IntVar(&o.Packets, "packets", o.Packets, "packets of 1200 bytes a frame")
+	f.IntVar(&o.X, "x", o.X, "x of the window constraint x/y: frames that may miss in every y")
+	f.IntVar(&o.Y, "y", o.Y, "y of the window constraint x/y")
+	f.DurationVar(&o.Slot, "slot", o.Slot, "one packet's time on the link (1 ms: 9.6 Mbit/s)")
+	f.DurationVar(&o.Work, "work", o.Work, "a frame's CPU time (calibrated SHA-256 rounds)")
+	f.IntVar(&o.Frames, "frames", o.Frames, "frames a stream and arm")
+	f.IntVar(&o.Hogs, "hogs", 0, "busy loops (0: two per CPU; -1: none)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log the testbed's steps")
+	return cmd
+}
+
+// writeCoord writes coord.json and coord.md into dir.
+func writeCoord(dir string, res coord.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "coord.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "# lanes bench coord\n\n")
+	res.Markdown(&md)
+	return os.WriteFile(filepath.Join(dir, "coord.md"), md.Bytes(), 0o644)
 }

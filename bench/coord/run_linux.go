@@ -1,0 +1,396 @@
+package coord
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-qos/lanes/cpu"
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/pacer"
+	"github.com/lanes-qos/lanes/testbed/netns"
+)
+
+// Payload is a packet's size.
+const Payload = 1200
+
+const port = 5470
+
+// warmup is how many periods a deadline producer runs before frame 0.
+const warmup = 5
+
+// pacerPriority is the pacer's SCHED_FIFO priority: above the busy loops
+// and the producers' ordinary threads (a deadline thread still runs
+// first).
+const pacerPriority = 50
+
+// Experiment runs the arms and returns their outcomes. Needs root.
+func Experiment(ctx context.Context, o Options) (Result, error) {
+	switch {
+	case o.Hogs == 0:
+		o.Hogs = 2 * cpu.OnlineCPUs()
+	case o.Hogs < 0:
+		o.Hogs = 0 // none
+	}
+	if len(o.Arms) == 0 {
+		o.Arms = Arms
+	}
+	if err := o.Check(); err != nil {
+		return Result{}, fmt.Errorf("coord: %w", err)
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	progress := func(f string, a ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "coord: "+f+"\n", a...)
+		}
+	}
+	rel := features.KernelRelease()
+	res := Result{Host: fmt.Sprintf("Linux %s, %d CPUs", rel, cpu.OnlineCPUs()), Options: o, MinUtil: o.config(true).MinUtilization()}
+	// Producers, the pacer and the receiver each hold a thread and want a
+	// P at once when a period starts.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(8, runtime.GOMAXPROCS(0))))
+	// No garbage collection while the arms run: its stop-the-world waits
+	// for every thread, the ordinary ones among the busy loops too, and
+	// would stall the deadline producers and the real-time pacer behind
+	// them (the experiment allocates a few MB, up front).
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	rounds, err := calibrate(o.Work)
+	if err != nil {
+		return res, err
+	}
+	o.Logf("%d rounds of SHA-256 over %d bytes cost %v", rounds, Payload, o.Work)
+	d, err := netns.NewDirect(o.Logf)
+	if err != nil {
+		return res, fmt.Errorf("coord: %w", err)
+	}
+	defer d.Close()
+	for id, name := range o.Arms {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		progress("arm %s (%d/%d): %d frames of %v", name, id+1, len(o.Arms), o.Frames, o.Period)
+		a, err := runArm(ctx, o, d, byte(id+1), name, rounds)
+		if err != nil {
+			return res, fmt.Errorf("coord: arm %s: %w", name, err)
+		}
+		progress("arm %s: %d of %d frames missed, %d windows violated, start max %v (l_max %v)", name, a.Missed, a.Frames, a.Violations, a.StartMax, a.LMax)
+		res.Arms = append(res.Arms, a)
+	}
+	return res, nil
+}
+
+// calibrate finds how many hashing rounds cost work on this CPU.
+func calibrate(work time.Duration) (int, error) {
+	var buf [Payload]byte
+	n, t0 := 0, time.Now()
+	for time.Since(t0) < 100*time.Millisecond {
+		for range 100 {
+			hash(buf[:])
+		}
+		n += 100
+	}
+	per := time.Since(t0) / time.Duration(n)
+	if per <= 0 {
+		return 0, errors.New("coord: calibration measured no time")
+	}
+	return max(1, int(work/per)), nil
+}
+
+func hash(b []byte) {
+	sum := sha256.Sum256(b)
+	copy(b[16:], sum[:])
+}
+
+// arrival is one packet at the receiver.
+type arrival struct {
+	stream int
+	frame  int64
+	at     time.Time // kernel receive timestamp
+}
+
+func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name string, rounds int) (Arm, error) {
+	useDeadline, usePhase, _ := armParts(name)
+	cfg := o.config(usePhase)
+	p, err := pacer.New(cfg)
+	if err != nil {
+		return Arm{}, err
+	}
+	a := Arm{Name: name, Deadline: useDeadline, Phase: cfg.Streams[0].Phase, LMax: cfg.Streams[0].LMax()}
+
+	// The receiver, in the far namespace, with kernel timestamps.
+	var rc *net.UDPConn
+	if err := netns.Do(d.Dst, func() error {
+		var err error
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: d.DstAddr.AsSlice(), Port: port})
+		return err
+	}); err != nil {
+		return a, fmt.Errorf("receiver: %w", err)
+	}
+	defer rc.Close()
+	raw, err := rc.SyscallConn()
+	if err != nil {
+		return a, err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) }); err != nil || serr != nil {
+		return a, fmt.Errorf("receiver: SO_TIMESTAMPNS: %v %v", err, serr)
+	}
+	rc.SetReadBuffer(4 << 20)
+	arrivals := make([]arrival, 0, o.Streams*o.Frames*o.Packets)
+	recvDone := make(chan struct{})
+	go func() {
+		defer close(recvDone)
+		buf := make([]byte, 2048)
+		oob := make([]byte, 128)
+		for {
+			n, oobn, _, _, err := rc.ReadMsgUDP(buf, oob)
+			if err != nil {
+				return
+			}
+			if n < 10 || buf[0] != id {
+				continue // another arm's straggler
+			}
+			at := time.Now()
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for _, m := range msgs {
+					if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
+						sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+						nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+						at = time.Unix(sec, nsec)
+					}
+				}
+			}
+			arrivals = append(arrivals, arrival{stream: int(buf[1]), frame: int64(binary.BigEndian.Uint64(buf[2:10])), at: at})
+		}
+	}()
+
+	// The sender, in the near namespace.
+	var sc *net.UDPConn
+	if err := netns.Do(d.Src, func() error {
+		var err error
+		sc, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: d.DstAddr.AsSlice(), Port: port})
+		return err
+	}); err != nil {
+		return a, fmt.Errorf("sender: %w", err)
+	}
+	defer sc.Close()
+
+	// The last frame's packet period ends at Θ + Frames·T.
+	slots := int64(o.Frames)*int64(o.Period/o.Slot) + int64(cfg.Streams[0].Phase/o.Slot)
+	length := time.Duration(slots)*o.Slot + time.Second
+
+	// Busy loops on every CPU, bounded by timeout(1).
+	var hogs []*exec.Cmd
+	defer func() {
+		for _, h := range hogs {
+			h.Process.Kill()
+			h.Wait()
+		}
+	}()
+	for range o.Hogs {
+		h := exec.CommandContext(ctx, "timeout", strconv.Itoa(int(length.Seconds())+5), "sh", "-c", "while :; do :; done")
+		if err := h.Start(); err != nil {
+			return a, fmt.Errorf("busy loop: %w", err)
+		}
+		hogs = append(hogs, h)
+	}
+	time.Sleep(200 * time.Millisecond)
+
+	// The producers get their policies a period or more before slot 0.
+	start := time.Now().Add(100*time.Millisecond + (warmup+2)*o.Period)
+	ctx, cancel := context.WithTimeout(ctx, length+5*time.Second)
+	defer cancel()
+	type runOut struct {
+		rs  pacer.RunStats
+		err error
+	}
+	ran := make(chan runOut, 1)
+	go func() {
+		rs, err := p.Run(ctx, pacer.RunOptions{Start: start, End: slots, Priority: pacerPriority, Send: func(_ int, b []byte) error {
+			_, err := sc.Write(b)
+			return err
+		}})
+		ran <- runOut{rs, err}
+	}()
+
+	// The producers: one thread each, a frame's CPU work every period.
+	ready := make([][]time.Duration, o.Streams)
+	refused := make([]string, o.Streams)
+	skipped := make([]int, o.Streams)
+	var wg sync.WaitGroup
+	for i := range o.Streams {
+		wg.Go(func() {
+			runtime.LockOSThread() // the thread ends with the goroutine
+			buf := make([]byte, Payload)
+			// Every packet is allocated before the first period: the
+			// producers allocate nothing while they run.
+			pks := make([]byte, o.Frames*o.Packets*Payload)
+			// Touched now: a page fault in a job is runtime spent.
+			for j := 0; j < len(pks); j += 4096 {
+				pks[j] = 1
+			}
+			for range rounds { // and the hashing's code paged in
+				hash(buf)
+			}
+			ready[i] = make([]time.Duration, 0, o.Frames)
+			sleepUntil := func(at time.Time) {
+				if wait := time.Until(at); wait > 0 {
+					ts := unix.NsecToTimespec(int64(wait))
+					for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+					}
+				}
+			}
+			// A periodic deadline task. It gets its policy at once, a
+			// period or more before frame 0's release (an ordinary thread
+			// among the busy loops may wake many milliseconds late), and
+			// sleeps to that release: waking after its first deadline and
+			// period, it starts a new period then, and the kernel's
+			// periods line up with the frames'. After each job
+			// sched_yield gives up what is left of its runtime until the
+			// kernel's next period. (Sleeping to each release instead
+			// wakes it up to a tick before the kernel's period, and the
+			// kernel holds a constrained-deadline task to its next
+			// period: a whole period late.)
+			deadline := false
+			if useDeadline {
+				due := o.Period
+				if usePhase {
+					due = o.Phase
+				}
+				// The runtime is the frame's worst case, not its
+				// calibrated cost: a job that runs out of runtime waits
+				// for the next period.
+				budget := min(3*o.Work, due)
+				tid := unix.Gettid()
+				if err := cpu.SetThreadDeadlineDue(tid, budget, due, o.Period); err != nil {
+					refused[i] = err.Error()
+				} else {
+					deadline = true
+					defer cpu.SetThreadSched(tid, cpu.ThreadSched{})
+				}
+			}
+			if late := o.Period - time.Until(start.Add(-warmup*o.Period)); deadline && late > 0 {
+				o.Logf("stream %d: the producer got its policy %v late (less than a period before its first job)", i, late.Round(time.Microsecond))
+			}
+			// A deadline producer runs warm-up jobs (not sent) for the
+			// periods before frame 0, as a producer that was running
+			// already would have: its first periods after getting the
+			// policy are not yet the kernel's steady grid.
+			first := 0
+			if deadline {
+				first = -warmup
+			}
+			sleepUntil(start.Add(time.Duration(first) * o.Period))
+			for k := first; k < o.Frames; k++ {
+				if deadline && k > first {
+					unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+					// A job that ran out of runtime finished a period
+					// late: the frame is the one of the period the kernel
+					// started now, those between never made.
+					since := time.Since(start.Add(time.Duration(first) * o.Period))
+					if now := first + int((since+o.Period/4)/o.Period); now > k {
+						if k >= 0 {
+							o.Logf("stream %d: frame %d's period began %v after its release: frames %d-%d never made", i, k, (since - time.Duration(k-first)*o.Period).Round(time.Microsecond), k, now-1)
+							skipped[i] += min(now, o.Frames) - k
+						} else if now > 0 {
+							skipped[i] += min(now, o.Frames)
+						}
+						k = now
+						if k >= o.Frames {
+							return
+						}
+					}
+				}
+				release := start.Add(time.Duration(k) * o.Period)
+				if !deadline {
+					sleepUntil(release)
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				for range rounds {
+					hash(buf)
+				}
+				if k < 0 {
+					continue // a warm-up job
+				}
+				ready[i] = append(ready[i], time.Since(release))
+				for j := range o.Packets {
+					pk := pks[(k*o.Packets+j)*Payload : (k*o.Packets+j+1)*Payload]
+					pk[0], pk[1] = id, byte(i)
+					binary.BigEndian.PutUint64(pk[2:10], uint64(k))
+					copy(pk[10:], buf[10:])
+					p.Enqueue(i, int64(k), pk)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	out := <-ran
+	if out.err != nil {
+		return a, fmt.Errorf("pacer: %w", out.err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	rc.Close()
+	<-recvDone
+
+	for _, n := range skipped {
+		a.Skipped += int64(n)
+	}
+	for _, r := range refused {
+		if r != "" {
+			a.DeadlineRefused = r
+		}
+	}
+	a.PacerLate, a.PacerMaxLag = out.rs.Late, out.rs.MaxLate
+	if out.rs.SendErrors > 0 {
+		o.Logf("arm %s: %d sends failed, the first: %s", name, out.rs.SendErrors, out.rs.FirstError)
+	}
+	for _, st := range p.Stats() {
+		a.Frames += st.Frames
+		a.Missed += st.Missed
+		a.Windows += st.Windows
+		a.Violations += st.WindowViolations
+		a.MaxMissRun = max(a.MaxMissRun, st.MaxMissRun)
+		a.Sent += st.Sent
+		a.Dropped += st.Dropped
+		a.Late += st.Late
+		_, mx := st.Latency(1, o.Slot)
+		a.StartMax = max(a.StartMax, mx)
+	}
+	var rd []time.Duration
+	for _, r := range ready {
+		rd = append(rd, r...)
+	}
+	a.ReadyP99, a.ReadyMax = quantile(rd, 0.99)
+	var arr []time.Duration
+	for _, r := range arrivals {
+		arr = append(arr, r.at.Sub(start.Add(time.Duration(r.frame)*o.Period)))
+	}
+	a.Received = int64(len(arrivals))
+	a.ArriveP99, a.ArriveMax = quantile(arr, 0.99)
+	return a, nil
+}
+
+func quantile(xs []time.Duration, q float64) (at, max time.Duration) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	s := append([]time.Duration(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(q*float64(len(s))))], s[len(s)-1]
+}

@@ -149,7 +149,13 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 	if err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) }); err != nil || serr != nil {
 		return a, fmt.Errorf("receiver: SO_TIMESTAMPNS: %v %v", err, serr)
 	}
-	rc.SetReadBuffer(4 << 20)
+	// A buffer for every packet of the arm, past net.core.rmem_max
+	// (root): a receiver that falls behind (an emulated CPU) drops none.
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, o.Streams*o.Frames*o.Packets*4096)
+	}); err != nil || serr != nil {
+		return a, fmt.Errorf("receiver: SO_RCVBUFFORCE: %v %v", err, serr)
+	}
 	arrivals := make([]arrival, 0, o.Streams*o.Frames*o.Packets)
 	recvDone := make(chan struct{})
 	go func() {

@@ -19,6 +19,12 @@ type Options struct {
 	Packets int
 	X, Y    int
 	Slot    time.Duration
+	// CPU is how the CPU half holds a frame to its deadline in the arms
+	// that have one: "deadline" (SCHED_DEADLINE due at Θ, or at T with
+	// no phase), "fifo" (SCHED_FIFO above everything but the pacer) or
+	// "auto": deadline where lanes' reservations would use it (the
+	// kernel enforces deadline runtimes with HRTICK_DL), else fifo.
+	CPU string
 	// Work is a frame's CPU time.
 	Work time.Duration
 	// Frames per stream and arm.
@@ -35,7 +41,7 @@ type Options struct {
 // with three streams that need 60 % of a 9.6 Mbit/s link at least.
 func Defaults() Options {
 	return Options{Streams: 3, Period: 30 * time.Millisecond, Phase: 15 * time.Millisecond, Packets: 8, X: 1, Y: 4,
-		Slot: time.Millisecond, Work: 3 * time.Millisecond, Frames: 300}
+		Slot: time.Millisecond, Work: 3 * time.Millisecond, Frames: 300, CPU: "auto"}
 }
 
 // The arms.
@@ -72,6 +78,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("frames %d: want 10..100000", o.Frames)
 	case o.Work <= 0 || o.Work >= o.Phase:
 		return fmt.Errorf("work %v: want more than 0 and less than the phase %v", o.Work, o.Phase)
+	case o.CPU != "auto" && o.CPU != "deadline" && o.CPU != "fifo":
+		return fmt.Errorf("cpu %q: want auto, deadline or fifo", o.CPU)
 	case o.Hogs < -1 || o.Hogs > 64:
 		return fmt.Errorf("hogs %d: want -1 (none), 0 (two per CPU) or up to 64", o.Hogs)
 	}
@@ -101,6 +109,8 @@ func (o Options) config(phase bool) pacer.Config {
 type Arm struct {
 	Name     string `json:"name"`
 	Deadline bool   `json:"deadline"`
+	// CPU is the producers' policy in an arm with a CPU deadline.
+	CPU string `json:"cpu,omitempty"`
 	// DeadlineRefused says why the producers ran as ordinary threads in
 	// an arm that asked for SCHED_DEADLINE ("": they did not).
 	DeadlineRefused string        `json:"deadline_refused,omitempty"`
@@ -149,10 +159,7 @@ func (r Result) Markdown(w io.Writer) {
 	for _, a := range r.Arms {
 		cpu := "ordinary (CFS)"
 		if a.Deadline {
-			cpu = "SCHED_DEADLINE"
-			if a.Phase > 0 {
-				cpu += fmt.Sprintf(" due %v", a.Phase)
-			}
+			cpu = a.CPU
 		}
 		if a.DeadlineRefused != "" {
 			cpu = "ordinary (deadline refused: " + a.DeadlineRefused + ")"

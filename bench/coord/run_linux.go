@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
@@ -30,6 +31,11 @@ const port = 5470
 
 // warmup is how many periods a deadline producer runs before frame 0.
 const warmup = 5
+
+// producerPriority is a producer's SCHED_FIFO priority where the CPU
+// half is real-time priority rather than a deadline: above the busy loops
+// and this process's other threads, below the pacer.
+const producerPriority = 10
 
 // pacerPriority is the pacer's SCHED_FIFO priority: above the busy loops
 // and the producers' ordinary threads (a deadline thread still runs
@@ -58,6 +64,12 @@ func Experiment(ctx context.Context, o Options) (Result, error) {
 			fmt.Fprintf(o.Progress, "coord: "+f+"\n", a...)
 		}
 	}
+	if o.CPU == "auto" {
+		o.CPU = "fifo"
+		if m, err := cpu.ReserveMechanism("auto"); err == nil && m.Preferred {
+			o.CPU = "deadline"
+		}
+	}
 	rel := features.KernelRelease()
 	res := Result{Host: fmt.Sprintf("Linux %s, %d CPUs", rel, cpu.OnlineCPUs()), Options: o, MinUtil: o.config(true).MinUtilization()}
 	// Producers, the pacer and the receiver each hold a thread and want a
@@ -68,6 +80,18 @@ func Experiment(ctx context.Context, o Options) (Result, error) {
 	// would stall the deadline producers and the real-time pacer behind
 	// them (the experiment allocates a few MB, up front).
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	// Every thread of this process runs above the busy loops
+	// (SCHED_FIFO 1; the threads Go starts later inherit it) but the
+	// ordinary producers, which set themselves back. The Go runtime's
+	// threads share its locks: one preempted by a busy loop while it
+	// holds one stalls every thread that wants it, deadline producers and
+	// the pacer included, for as long as the busy loops keep it off the
+	// CPU — all producers lost the same period at once before this.
+	restore, err := realtimeProcess()
+	if err != nil {
+		return res, err
+	}
+	defer restore()
 	rounds, err := calibrate(o.Work)
 	if err != nil {
 		return res, err
@@ -130,6 +154,17 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 		return Arm{}, err
 	}
 	a := Arm{Name: name, Deadline: useDeadline, Phase: cfg.Streams[0].Phase, LMax: cfg.Streams[0].LMax()}
+	due := o.Period
+	if usePhase {
+		due = o.Phase
+	}
+	fifo := useDeadline && o.CPU == "fifo"
+	switch {
+	case fifo:
+		a.CPU = fmt.Sprintf("SCHED_FIFO %d", producerPriority)
+	case useDeadline:
+		a.CPU = fmt.Sprintf("SCHED_DEADLINE due %v", due)
+	}
 
 	// The receiver, in the far namespace, with kernel timestamps.
 	var rc *net.UDPConn
@@ -199,16 +234,19 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 	slots := int64(o.Frames)*int64(o.Period/o.Slot) + int64(cfg.Streams[0].Phase/o.Slot)
 	length := time.Duration(slots)*o.Slot + time.Second
 
-	// Busy loops on every CPU, bounded by timeout(1).
+	// Busy loops on every CPU: bash spinning until its own SECONDS run
+	// out (no process per turn), killed at the arm's end and, should this
+	// process die first, by the kernel (Pdeathsig).
 	var hogs []*exec.Cmd
 	defer func() {
 		for _, h := range hogs {
-			h.Process.Kill()
+			unix.Kill(-h.Process.Pid, unix.SIGKILL)
 			h.Wait()
 		}
 	}()
 	for range o.Hogs {
-		h := exec.CommandContext(ctx, "timeout", strconv.Itoa(int(length.Seconds())+5), "sh", "-c", "while :; do :; done")
+		h := exec.Command("bash", "-c", "while [ $SECONDS -lt "+strconv.Itoa(int(length.Seconds())+5)+" ]; do :; done")
+		h.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
 		if err := h.Start(); err != nil {
 			return a, fmt.Errorf("busy loop: %w", err)
 		}
@@ -272,11 +310,18 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 			// kernel holds a constrained-deadline task to its next
 			// period: a whole period late.)
 			deadline := false
-			if useDeadline {
-				due := o.Period
-				if usePhase {
-					due = o.Phase
+			switch {
+			case fifo:
+				attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: producerPriority}
+				if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+					refused[i] = err.Error()
 				}
+			case !useDeadline:
+				// An ordinary thread, as a producer is unless lanes
+				// schedules it.
+				cpu.SetThreadSched(unix.Gettid(), cpu.ThreadSched{})
+			}
+			if useDeadline && !fifo {
 				// The runtime is the frame's worst case, not its
 				// calibrated cost: a job that runs out of runtime waits
 				// for the next period.
@@ -399,4 +444,36 @@ func quantile(xs []time.Duration, q float64) (at, max time.Duration) {
 	s := append([]time.Duration(nil), xs...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[min(len(s)-1, int(q*float64(len(s))))], s[len(s)-1]
+}
+
+// realtimeProcess puts every thread of this process under SCHED_FIFO 1
+// and returns what gives each its own policy back.
+func realtimeProcess() (restore func(), err error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("coord: list this process's threads: %w", err)
+	}
+	own := map[int]cpu.ThreadSched{}
+	restore = func() {
+		for tid, s := range own {
+			cpu.SetThreadSched(tid, s)
+		}
+	}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		s, err := cpu.GetThreadSched(tid)
+		if err != nil {
+			continue // ended
+		}
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
+		if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
+			restore()
+			return nil, fmt.Errorf("coord: SCHED_FIFO on thread %d: %w", tid, err)
+		}
+		own[tid] = s
+	}
+	return restore, nil
 }

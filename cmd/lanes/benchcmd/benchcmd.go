@@ -443,10 +443,15 @@ receiver that timestamps each arrival in the kernel. Four arms:
 
   neither      ordinary producers, packet periods aligned with the CPU's
   phase-only   ordinary producers, packet periods Θ behind
-  cpu-only     producers under SCHED_DEADLINE due at T, no phase
-  coordinated  producers under SCHED_DEADLINE due at Θ, packet periods Θ
+  cpu-only     producers held to a CPU deadline (T), no phase
+  coordinated  producers held to a CPU deadline Θ, packet periods Θ
                behind: every frame is ready at its packet release, and no
                packet starts later than Θ + T after its frame's release
+
+The CPU deadline is SCHED_DEADLINE (due at Θ, or T) where lanes'
+reservations use it (the kernel enforces deadline runtimes with HRTICK_DL;
+lanes doctor's "cpu reserve" line), else SCHED_FIFO above the busy loops;
+--cpu chooses.
 
 Writes coord.json and coord.md into --out. Needs root; about ten seconds an
 arm with the defaults.`,
@@ -492,6 +497,7 @@ arm with the defaults.`,
 	f.DurationVar(&o.Slot, "slot", o.Slot, "one packet's time on the link (1 ms: 9.6 Mbit/s)")
 	f.DurationVar(&o.Work, "work", o.Work, "a frame's CPU time (calibrated SHA-256 rounds)")
 	f.IntVar(&o.Frames, "frames", o.Frames, "frames a stream and arm")
+	f.StringVar(&o.CPU, "cpu", o.CPU, "the CPU deadline's mechanism: auto, deadline (SCHED_DEADLINE) or fifo (SCHED_FIFO)")
 	f.IntVar(&o.Hogs, "hogs", 0, "busy loops (0: two per CPU; -1: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log the testbed's steps")
 	return cmd

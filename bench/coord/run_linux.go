@@ -458,6 +458,17 @@ func realtimeProcess() (restore func(), err error) {
 		for tid, s := range own {
 			cpu.SetThreadSched(tid, s)
 		}
+		// Threads Go started meanwhile inherited SCHED_FIFO 1: ordinary.
+		ents, _ := os.ReadDir("/proc/self/task")
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if _, known := own[tid]; err != nil || known {
+				continue
+			}
+			if s, err := cpu.GetThreadSched(tid); err == nil && s.Policy == unix.SCHED_FIFO {
+				cpu.SetThreadSched(tid, cpu.ThreadSched{})
+			}
+		}
 	}
 	for _, e := range ents {
 		tid, err := strconv.Atoi(e.Name())

@@ -1,7 +1,6 @@
 package enforce
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,15 +12,8 @@ import (
 )
 
 // NiceRecord is the record of a process whose threads' nice values a
-// boost changed: each thread's own value, given back when the boost ends,
-// when lanesd stops, and at the next start after a crash.
-type NiceRecord struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"start_time"`
-	Lane      string `json:"lane"`
-	// Threads maps each thread the boost reached to its own nice.
-	Threads map[int]int `json:"threads"`
-}
+// boost changed: each thread's own nice.
+type NiceRecord = threadRecord[int]
 
 // Boost sets nice on every thread of pid, never above a thread's own
 // priority (a thread at -10 keeps -10 under a -5 boost). The threads' own
@@ -78,66 +70,17 @@ func (e *Engine) Boost(pid, nice int, laneName string) error {
 // Unboost gives pid's threads their own nice values back and drops the
 // record; nothing to do for a process that was never boosted.
 func (e *Engine) Unboost(pid int) error {
-	key := strconv.Itoa(pid)
-	var rec NiceRecord
-	if err := e.store.Get(state.KindNice, key, &rec); err != nil {
-		if errors.Is(err, state.ErrNotFound) {
-			return nil
-		}
-		return fmt.Errorf("unboost pid %d: %w", pid, err)
-	}
-	err := e.giveBack(rec)
-	if derr := e.store.Delete(state.KindNice, key); derr != nil {
-		err = errors.Join(err, derr)
-	}
-	return err
+	return dropRecord(e, state.KindNice, "unboost", pid, e.giveBack)
 }
 
-// giveBack sets the recorded threads' own nice values, if the process is
-// the one recorded (not a later process under a reused PID).
+// giveBack sets the recorded threads' own nice values.
 func (e *Engine) giveBack(rec NiceRecord) error {
-	if !alive(rec.PID, rec.StartTime) {
-		return nil
-	}
-	tids, err := procfs.Threads(rec.PID)
-	if err != nil {
-		return nil // it ended meanwhile
-	}
-	var errs []error
-	for _, tid := range tids { // only its threads now (a thread id may be reused)
-		own, ok := rec.Threads[tid]
-		if !ok {
-			continue
-		}
-		if err := cpu.SetThreadNice(tid, own); err != nil && !errors.Is(err, cpu.ErrGone) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return giveBackThreads(rec, cpu.SetThreadNice)
 }
 
 // RestoreBoosts gives back every recorded boost: at stop, in lanesd
 // --cleanup, and at start for the boosts a crashed lanesd left (boosting
 // starts over). It returns how many processes it reached.
 func (e *Engine) RestoreBoosts() (int, error) {
-	recs, err := e.store.List(state.KindNice)
-	if err != nil {
-		return 0, fmt.Errorf("boost records: %w", err)
-	}
-	var errs []error
-	n := 0
-	for _, r := range recs {
-		var rec NiceRecord
-		if err := json.Unmarshal(r.Data, &rec); err != nil {
-			errs = append(errs, fmt.Errorf("boost record %s: %w", r.Key, err))
-		} else if err := e.giveBack(rec); err != nil {
-			errs = append(errs, err)
-		} else {
-			n++
-		}
-		if err := e.store.Delete(state.KindNice, r.Key); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return n, errors.Join(errs...)
+	return restoreRecords(e, state.KindNice, "boost", e.giveBack)
 }

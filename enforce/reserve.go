@@ -1,7 +1,6 @@
 package enforce
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,17 +14,8 @@ import (
 )
 
 // SchedRecord is the record of a process whose threads a reservation put
-// under SCHED_DEADLINE: each thread's own policy and nice, given back
-// when the reservation goes beyond, when lanesd stops, and at the next
-// start after a crash.
-type SchedRecord struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"start_time"`
-	Lane      string `json:"lane"`
-	// Threads maps each thread the reservation reached to its own
-	// scheduling.
-	Threads map[int]cpu.ThreadSched `json:"threads"`
-}
+// under SCHED_DEADLINE: each thread's own policy and nice.
+type SchedRecord = threadRecord[cpu.ThreadSched]
 
 // Reserve puts threads of pid under SCHED_DEADLINE, each with its runtime
 // in every period. Each thread's own policy is recorded before its first
@@ -93,43 +83,18 @@ func (e *Engine) Reserved(pid int) bool {
 // Unreserve gives pid's threads their own scheduling back and drops the
 // record; nothing to do for a process without one.
 func (e *Engine) Unreserve(pid int) error {
-	key := strconv.Itoa(pid)
-	var rec SchedRecord
-	if err := e.store.Get(state.KindSched, key, &rec); err != nil {
-		if errors.Is(err, state.ErrNotFound) {
-			return nil
-		}
-		return fmt.Errorf("unreserve pid %d: %w", pid, err)
-	}
-	err := e.giveBackSched(rec)
-	if derr := e.store.Delete(state.KindSched, key); derr != nil {
-		err = errors.Join(err, derr)
-	}
-	return err
+	return dropRecord(e, state.KindSched, "unreserve", pid, e.giveBackSched)
 }
 
-// giveBackSched sets the recorded threads' own scheduling, if the process
-// is the one recorded (not a later process under a reused PID).
+// giveBackSched sets the recorded threads' own scheduling, and where
+// SCHED_IDLE stands in for the group's cpu.idle, threads in an idle (or
+// reserved) lane take it back.
 func (e *Engine) giveBackSched(rec SchedRecord) error {
 	if !alive(rec.PID, rec.StartTime) {
 		return nil
 	}
-	tids, err := procfs.Threads(rec.PID)
-	if err != nil {
-		return nil // it ended meanwhile
-	}
 	var errs []error
-	for _, tid := range tids { // only its threads now (a thread id may be reused)
-		own, ok := rec.Threads[tid]
-		if !ok {
-			continue
-		}
-		if err := cpu.SetThreadSched(tid, own); err != nil && !errors.Is(err, cpu.ErrGone) {
-			errs = append(errs, err)
-		}
-	}
-	// Where SCHED_IDLE stands in for the group's cpu.idle, threads in an
-	// idle (or reserved) lane take it back.
+	errs = append(errs, giveBackThreads(rec, cpu.SetThreadSched))
 	if l := e.ensuredLane(rec.Lane); l != nil {
 		if err := e.CPU.JoinThreads(rec.PID, l.CPU); err != nil && !errors.Is(err, cpu.ErrGone) {
 			errs = append(errs, err)
@@ -142,26 +107,7 @@ func (e *Engine) giveBackSched(rec SchedRecord) error {
 // lanesd --cleanup, and at start for those a crashed lanesd left. It
 // returns how many processes it reached.
 func (e *Engine) RestoreReserves() (int, error) {
-	recs, err := e.store.List(state.KindSched)
-	if err != nil {
-		return 0, fmt.Errorf("reservation records: %w", err)
-	}
-	var errs []error
-	n := 0
-	for _, r := range recs {
-		var rec SchedRecord
-		if err := json.Unmarshal(r.Data, &rec); err != nil {
-			errs = append(errs, fmt.Errorf("reservation record %s: %w", r.Key, err))
-		} else if err := e.giveBackSched(rec); err != nil {
-			errs = append(errs, err)
-		} else {
-			n++
-		}
-		if err := e.store.Delete(state.KindSched, r.Key); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return n, errors.Join(errs...)
+	return restoreRecords(e, state.KindSched, "reservation", e.giveBackSched)
 }
 
 // ensuredLane is the lane last ensured under name (nil: none yet, as at

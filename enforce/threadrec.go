@@ -1,0 +1,93 @@
+package enforce
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/lanes-qos/lanes/cpu"
+	"github.com/lanes-qos/lanes/internal/procfs"
+	"github.com/lanes-qos/lanes/state"
+)
+
+// threadRecord is the record of a process some of whose threads lanes
+// changed (a boost's nice, a reservation's policy): each thread's own
+// value, given back when the change ends, when lanesd stops, and at the
+// next start after a crash.
+type threadRecord[T any] struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	Lane      string `json:"lane"`
+	// Threads maps each thread the change reached to its own value.
+	Threads map[int]T `json:"threads"`
+}
+
+// giveBackThreads sets each recorded thread's own value with set, if the
+// process is the one recorded (not a later process under a reused PID),
+// and only on its threads now (a thread id may be reused).
+func giveBackThreads[T any](rec threadRecord[T], set func(tid int, own T) error) error {
+	if !alive(rec.PID, rec.StartTime) {
+		return nil
+	}
+	tids, err := procfs.Threads(rec.PID)
+	if err != nil {
+		return nil // it ended meanwhile
+	}
+	var errs []error
+	for _, tid := range tids {
+		own, ok := rec.Threads[tid]
+		if !ok {
+			continue
+		}
+		if err := set(tid, own); err != nil && !errors.Is(err, cpu.ErrGone) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropRecord gives pid's record of kind back and deletes it; nothing to
+// do for a process without one. what names the change in errors.
+func dropRecord[T any](e *Engine, kind, what string, pid int, giveBack func(threadRecord[T]) error) error {
+	key := strconv.Itoa(pid)
+	var rec threadRecord[T]
+	if err := e.store.Get(kind, key, &rec); err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("%s pid %d: %w", what, pid, err)
+	}
+	err := giveBack(rec)
+	if derr := e.store.Delete(kind, key); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return err
+}
+
+// restoreRecords gives back and deletes every record of kind: at stop,
+// in lanesd --cleanup, and at start for those a crashed lanesd left. It
+// returns how many processes it reached. what names the records in
+// errors.
+func restoreRecords[T any](e *Engine, kind, what string, giveBack func(threadRecord[T]) error) (int, error) {
+	recs, err := e.store.List(kind)
+	if err != nil {
+		return 0, fmt.Errorf("%s records: %w", what, err)
+	}
+	var errs []error
+	n := 0
+	for _, r := range recs {
+		var rec threadRecord[T]
+		if err := json.Unmarshal(r.Data, &rec); err != nil {
+			errs = append(errs, fmt.Errorf("%s record %s: %w", what, r.Key, err))
+		} else if err := giveBack(rec); err != nil {
+			errs = append(errs, err)
+		} else {
+			n++
+		}
+		if err := e.store.Delete(kind, r.Key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}

@@ -147,21 +147,7 @@ func (d *Daemon) stopReserve() {
 }
 
 func (run *reserveRun) loop(ctx context.Context) {
-	defer close(run.done)
-	tick := time.NewTicker(reserve.Tick)
-	defer tick.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			run.mu.Lock()
-			run.sample(now, now.Sub(last))
-			run.mu.Unlock()
-			last = now
-		}
-	}
+	sampleEvery(ctx, reserve.Tick, &run.mu, run.done, run.sample)
 }
 
 // sample reads the host's idle time and each reserved lane's threads,

@@ -96,21 +96,7 @@ func (d *Daemon) stopSpeed() {
 }
 
 func (run *speedRun) loop(ctx context.Context) {
-	defer close(run.done)
-	tick := time.NewTicker(speed.Tick)
-	defer tick.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			run.mu.Lock()
-			run.sample(now, now.Sub(last))
-			run.mu.Unlock()
-			last = now
-		}
-	}
+	sampleEvery(ctx, speed.Tick, &run.mu, run.done, run.sample)
 }
 
 // sample reads the sockets once and steps every lane. Callers hold

@@ -196,30 +196,20 @@ type interval struct {
 // CFS quota it sets with lanes' cpu package.
 func (x *run) sweep(ctx context.Context, figure4, hist bool) error {
 	total := 4*time.Second + time.Duration(len(x.opts.Shares))*(x.opts.Point+time.Second) + time.Duration(len(x.opts.HistShares))*2*(3*time.Second) + 5*time.Second
-	h, err := cgroup.Detect()
+	g, e, removeGroup, err := x.group()
 	if err != nil {
-		return err
-	}
-	e, err := cpu.New(h, x.opts.Logf)
-	if err != nil {
-		return err
-	}
-	g := h.Group(fmt.Sprintf("lanes-bench-es%d", os.Getpid()))
-	if _, err := g.Create(); err != nil {
 		return err
 	}
 	r := x.receive(ctx, total)
 	s, err := x.sender(ctx, int(total.Seconds())+1)
 	if err != nil {
 		r.stop()
-		g.Remove()
+		removeGroup()
 		return err
 	}
 	defer func() {
 		s.kill()
-		for deadline := time.Now().Add(5 * time.Second); g.Remove() != nil && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
+		removeGroup()
 	}()
 	time.Sleep(200 * time.Millisecond)
 	if err := g.AddProc(s.pid()); err != nil {
@@ -472,23 +462,11 @@ func (x *run) hold(ctx context.Context) error {
 		return nil
 	}
 	share := math.Min(100, math.Max(1, (target/1e6-x.res.Fit.Intercept)/x.res.Fit.Slope))
-	h, err := cgroup.Detect()
+	g, e, removeGroup, err := x.group()
 	if err != nil {
 		return err
 	}
-	e, err := cpu.New(h, x.opts.Logf)
-	if err != nil {
-		return err
-	}
-	g := h.Group(fmt.Sprintf("lanes-bench-es%d", os.Getpid()))
-	if _, err := g.Create(); err != nil {
-		return err
-	}
-	defer func() {
-		for deadline := time.Now().Add(5 * time.Second); g.Remove() != nil && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	defer removeGroup()
 	return runOne("fixed share", func(pid int) (string, func(), error) {
 		// The seed's regulation: the share guaranteed (the highest
 		// weight) and capped, as lanesd's controller sets it, but fixed.
@@ -611,4 +589,28 @@ func Windows(pid, n int) ([]float64, error) {
 		c0, w0 = c1, w1
 	}
 	return out, nil
+}
+
+// group makes the experiment's own cgroup, whose CPU settings it sets
+// with lanes' cpu package, and returns it with what removes it (retried
+// for up to 5 s while its processes exit).
+func (x *run) group() (cgroup.Group, *cpu.Enforcer, func(), error) {
+	h, err := cgroup.Detect()
+	if err != nil {
+		return cgroup.Group{}, nil, nil, err
+	}
+	e, err := cpu.New(h, x.opts.Logf)
+	if err != nil {
+		return cgroup.Group{}, nil, nil, err
+	}
+	g := h.Group(fmt.Sprintf("lanes-bench-es%d", os.Getpid()))
+	if _, err := g.Create(); err != nil {
+		return cgroup.Group{}, nil, nil, err
+	}
+	remove := func() {
+		for deadline := time.Now().Add(5 * time.Second); g.Remove() != nil && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return g, e, remove, nil
 }

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/lanes-qos/lanes/cpu"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/pacer"
+	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/netns"
 )
 
@@ -427,23 +427,16 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 	for _, r := range ready {
 		rd = append(rd, r...)
 	}
-	a.ReadyP99, a.ReadyMax = quantile(rd, 0.99)
+	pr := linkem.PercentilesOf(rd)
+	a.ReadyP99, a.ReadyMax = pr.P99, pr.Max
 	var arr []time.Duration
 	for _, r := range arrivals {
 		arr = append(arr, r.at.Sub(start.Add(time.Duration(r.frame)*o.Period)))
 	}
 	a.Received = int64(len(arrivals))
-	a.ArriveP99, a.ArriveMax = quantile(arr, 0.99)
+	pa := linkem.PercentilesOf(arr)
+	a.ArriveP99, a.ArriveMax = pa.P99, pa.Max
 	return a, nil
-}
-
-func quantile(xs []time.Duration, q float64) (at, max time.Duration) {
-	if len(xs) == 0 {
-		return 0, 0
-	}
-	s := append([]time.Duration(nil), xs...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[min(len(s)-1, int(q*float64(len(s))))], s[len(s)-1]
 }
 
 // realtimeProcess puts every thread of this process under SCHED_FIFO 1

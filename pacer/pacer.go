@@ -3,7 +3,7 @@ package pacer
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,21 +101,9 @@ type Stats struct {
 	// enqueued after their frame's period had ended; Over, beyond the
 	// frame's C packets.
 	Sent, Dropped, Late, Over int64
-	// Latency of each sent packet: the slot it started in, from its
-	// frame's release (k·T), in slots.
-	latency []int64
-}
-
-// Latency returns the q-quantile (0..1) of the sent packets' latencies
-// from their frame's release, and the largest, at slot resolution.
-func (s Stats) Latency(q float64, slot time.Duration) (quantile, max time.Duration) {
-	if len(s.latency) == 0 {
-		return 0, 0
-	}
-	l := append([]int64(nil), s.latency...)
-	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
-	i := min(len(l)-1, int(q*float64(len(l))))
-	return time.Duration(l[i]) * slot, time.Duration(l[len(l)-1]) * slot
+	// MaxStart is the latest a sent packet started after its frame's
+	// release (k·T), at slot resolution.
+	MaxStart time.Duration
 }
 
 // packet is a queued packet of frame.
@@ -224,7 +212,7 @@ func (p *Pacer) Step() (stream int, data []byte) {
 		st := &p.st[ran]
 		st.Sent++
 		release := pk.frame * int64(p.cfg.Streams[ran].Period/p.cfg.Slot)
-		st.latency = append(st.latency, now-release)
+		st.MaxStart = max(st.MaxStart, time.Duration(now-release)*p.cfg.Slot)
 		data = pk.data
 	}
 	for _, o := range ended {
@@ -270,12 +258,7 @@ func (p *Pacer) close(o dwcs.Outcome) {
 func (p *Pacer) Stats() []Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]Stats, len(p.st))
-	for i, s := range p.st {
-		s.latency = append([]int64(nil), s.latency...)
-		out[i] = s
-	}
-	return out
+	return slices.Clone(p.st)
 }
 
 // Coordinated is the CPU side of a stream's coordinated schedule: its

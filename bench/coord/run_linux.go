@@ -420,8 +420,7 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 		a.Sent += st.Sent
 		a.Dropped += st.Dropped
 		a.Late += st.Late
-		_, mx := st.Latency(1, o.Slot)
-		a.StartMax = max(a.StartMax, mx)
+		a.StartMax = max(a.StartMax, st.MaxStart)
 	}
 	var rd []time.Duration
 	for _, r := range ready {

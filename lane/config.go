@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -208,6 +209,9 @@ type fileCPU struct {
 	Weight *int     `toml:"weight"`
 	Idle   *bool    `toml:"idle"`
 	Cap    *float64 `toml:"cap"`
+	// CapPeriod is the cap's enforcement period ("20ms"): how long the
+	// lane may be held once it has used its quota.
+	CapPeriod *string `toml:"cap_period"`
 	// Reserve is "N%": N percent of one CPU (seed 001's reservation).
 	Reserve *string `toml:"reserve"`
 	// SendRate is a rate ("20mbit") the lane's send rate is held at by
@@ -679,10 +683,18 @@ func (v *validator) diskIdle(d *DiskIdletime, fd *fileDiskIdle) {
 
 // CheckHost checks what the config names on this host, which Parse does
 // not (a file may be checked on another machine): each disk.idletime
-// device exists and is a block device. The errors name the file and line,
+// device exists and is a block device, and each cap with its own period
+// gives at least the kernel's least quota on this host's CPUs. The errors name the file and line,
 // as Parse's do.
 func (c *Config) CheckHost() error {
 	var errs []error
+	ncpu := hostcpu.Online()
+	for _, name := range c.Order {
+		l := c.Lanes[name]
+		if err := CheckCapPeriod(l.CPU, ncpu); err != nil {
+			errs = append(errs, &FieldError{Source: c.Source, Line: l.Line, Key: "lanes." + name + ".cpu.cap_period", Msg: err.Error()})
+		}
+	}
 	for _, dev := range c.DiskIdle.Devices {
 		fi, err := os.Stat(dev)
 		var msg string
@@ -839,6 +851,21 @@ func (v *validator) lane(key string, l *Lane, fl *fileLane) {
 			l.CPU.CapPercent = *c.Cap
 			if !(l.CPU.CapPercent > 0 && l.CPU.CapPercent <= 100) {
 				v.add(key+".cpu.cap", "%g is outside (0, 100]", l.CPU.CapPercent)
+			}
+		}
+		if c.CapPeriod != nil {
+			d, err := time.ParseDuration(strings.TrimSpace(*c.CapPeriod))
+			switch {
+			case err != nil:
+				v.add(key+".cpu.cap_period", "%q is not a duration (want e.g. \"20ms\")", *c.CapPeriod)
+			case d < MinCapPeriod || d > MaxCapPeriod:
+				v.add(key+".cpu.cap_period", "%v is outside %v..%v", d, MinCapPeriod, MaxCapPeriod)
+			case d%time.Microsecond != 0:
+				v.add(key+".cpu.cap_period", "%v: the kernel counts the period in whole microseconds", d)
+			case c.Cap == nil:
+				v.add(key+".cpu.cap_period", "a period without cpu.cap: set the cap it enforces")
+			default:
+				l.CPU.CapPeriod = d
 			}
 		}
 		if c.Reserve != nil {
@@ -1126,4 +1153,20 @@ func lineOf(err error) int {
 		return fe.Line
 	}
 	return 0
+}
+
+// CheckCapPeriod says whether a cap with its own period (cpu.cap_period)
+// holds on ncpu CPUs: the kernel takes no quota under a millisecond, so a
+// shorter one would be raised silently and the cap loosened.
+func CheckCapPeriod(c CPU, ncpu int) error {
+	if c.CapPeriod == 0 || c.CapPercent <= 0 {
+		return nil
+	}
+	q := c.CapPercent / 100 * float64(ncpu) * float64(c.CapPeriod)
+	if q >= float64(time.Millisecond) {
+		return nil
+	}
+	least := time.Duration(math.Ceil(float64(time.Millisecond)/(c.CapPercent/100*float64(ncpu))/float64(time.Millisecond))) * time.Millisecond
+	return fmt.Errorf("a cap of %g%% of %d CPUs is %v in every %v, under the kernel's least quota of 1ms: use a period of at least %v",
+		c.CapPercent, ncpu, time.Duration(q).Round(time.Microsecond), c.CapPeriod, least)
 }

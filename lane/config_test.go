@@ -242,6 +242,11 @@ func TestParseErrors(t *testing.T) {
 		{"cap zero", "[lanes.video]\ncpu = { cap = 0 }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: 0 is outside (0, 100]"}},
 		{"cap negative float", "[lanes.video]\ncpu = { cap = -0.5 }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: -0.5 is outside (0, 100]"}},
 		{"cap nan", "[lanes.video]\ncpu = { cap = nan }\n", []string{"lanes.toml:2: lanes.video.cpu.cap: NaN is outside (0, 100]"}},
+		{"cap period not a duration", "[lanes.video]\ncpu = { cap = 5, cap_period = \"fast\" }\n", []string{`lanes.toml:2: lanes.video.cpu.cap_period: "fast" is not a duration (want e.g. "20ms")`}},
+		{"cap period short", "[lanes.video]\ncpu = { cap = 5, cap_period = \"500us\" }\n", []string{"lanes.toml:2: lanes.video.cpu.cap_period: 500µs is outside 1ms..1s"}},
+		{"cap period long", "[lanes.video]\ncpu = { cap = 5, cap_period = \"2s\" }\n", []string{"lanes.toml:2: lanes.video.cpu.cap_period: 2s is outside 1ms..1s"}},
+		{"cap period nanoseconds", "[lanes.video]\ncpu = { cap = 5, cap_period = \"10.0005ms\" }\n", []string{"lanes.toml:2: lanes.video.cpu.cap_period: 10.0005ms: the kernel counts the period in whole microseconds"}},
+		{"cap period without cap", "[lanes.video]\ncpu = { cap_period = \"20ms\" }\n", []string{"lanes.toml:2: lanes.video.cpu.cap_period: a period without cpu.cap: set the cap it enforces"}},
 		{"reserve no percent", "[lanes.video]\ncpu = { reserve = \"20\" }\n", []string{`lanes.toml:2: lanes.video.cpu.reserve: "20" is not a reservation (want e.g. "20%", "2ms/10ms" or "2ms/10ms 1/4")`}},
 		{"reserve x not below y", "[lanes.video]\ncpu.reserve = \"2ms/10ms 4/4\"\n", []string{`lanes.toml:2: lanes.video.cpu.reserve: "2ms/10ms 4/4": window constraint 4/4: want 0 <= x < y`}},
 		{"reserve junk", "[lanes.video]\ncpu.reserve = \"lots%\"\n", []string{`lanes.toml:2: lanes.video.cpu.reserve: "lots%" is not a percentage of one CPU`}},
@@ -745,6 +750,34 @@ func TestCheckHost(t *testing.T) {
 			}
 			if err == nil || err.Error() != tt.want {
 				t.Errorf("CheckHost: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// A cap with its own period must leave the kernel's least quota (1 ms) in
+// each period on the host's CPUs, or the kernel would loosen it.
+func TestCheckCapPeriod(t *testing.T) {
+	tests := []struct {
+		name string
+		c    CPU
+		ncpu int
+		want string // "": holds
+	}{
+		{"no period", CPU{CapPercent: 1}, 1, ""},
+		{"no cap", CPU{CapPeriod: time.Millisecond}, 1, ""},
+		{"exactly the least", CPU{CapPercent: 2.5, CapPeriod: 20 * time.Millisecond}, 2, ""},
+		{"under it", CPU{CapPercent: 2.5, CapPeriod: 10 * time.Millisecond}, 2,
+			"a cap of 2.5% of 2 CPUs is 500µs in every 10ms, under the kernel's least quota of 1ms: use a period of at least 20ms"},
+		{"rounded up to a whole ms", CPU{CapPercent: 3, CapPeriod: 10 * time.Millisecond}, 1,
+			"a cap of 3% of 1 CPUs is 300µs in every 10ms, under the kernel's least quota of 1ms: use a period of at least 34ms"},
+		{"more CPUs hold it", CPU{CapPercent: 2.5, CapPeriod: 10 * time.Millisecond}, 4, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckCapPeriod(tt.c, tt.ncpu)
+			if (tt.want == "" && err != nil) || (tt.want != "" && (err == nil || err.Error() != tt.want)) {
+				t.Errorf("CheckCapPeriod: %v, want %q", err, tt.want)
 			}
 		})
 	}

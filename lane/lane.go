@@ -110,15 +110,22 @@ type CPU struct {
 	// lane at by moving its CPU share (seed 001's rate by execution
 	// speed; CapPercent, if set, is the most it gives). 0: none.
 	SendRate uint64
-	// CapPeriod is the CFS period of the cap (0: 100 ms). It is not a
-	// config key: the rate controller sets a short one so that a capped
-	// sender runs, and sends, evenly.
+	// CapPeriod is the CFS period of the cap (0: 100 ms), cpu.cap_period
+	// in a config: once the lane has used its quota it is held until the
+	// period ends, so a short period spreads a capped lane's CPU evenly
+	// (the rate controller sets one so that a capped sender sends evenly).
 	CapPeriod time.Duration
 }
 
 // MaxReservePercent bounds cpu.reserve in a config file (64 CPUs); the
 // daemon admits reservations against the host's own CPUs.
 const MaxReservePercent = 6400
+
+// Bounds of a cap's period (cpu.cap_period), the kernel's for cpu.max.
+const (
+	MinCapPeriod = time.Millisecond
+	MaxCapPeriod = time.Second
+)
 
 // Bounds of a reservation's period.
 const (

@@ -124,6 +124,9 @@ func (l *Lane) file(base *Lane, shaped bool) *fileLane {
 		Net:  &fileLaneNet{CC: ptr(l.Net.CC)}}
 	if l.CPU.CapPercent > 0 { // 0: no cap, which the file says by leaving cap out
 		fl.CPU.Cap = ptr(l.CPU.CapPercent)
+		if l.CPU.CapPeriod > 0 {
+			fl.CPU.CapPeriod = ptr(l.CPU.CapPeriod.String())
+		}
 	}
 	if l.CPU.SendRate > 0 {
 		fl.CPU.SendRate = ptr(FormatRate(l.CPU.SendRate))

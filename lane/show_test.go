@@ -57,7 +57,7 @@ cpu = { weight = 400, cap = 50, reserve = "12.5%" }
 cpu.reserve = "2ms/10ms 1/4"
 
 [lanes.backup]
-cpu = { send_rate = "40mbit", cap = 50 }
+cpu = { send_rate = "40mbit", cap = 50, cap_period = "20ms" }
 disk = { class = "realtime", level = 1, weight = 300 }
 net = { priority = 2, rate = "8mbit", ceil = "12mbit", borrow = true, target = "5ms", ports = ["udp/8801-8810", 3478], preempts = false }
 

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lanes-qos/lanes/lane"
 )
 
 // Arm is one boosting setting of the transfer's lane.
@@ -51,7 +53,10 @@ type Options struct {
 	MeanOn  time.Duration // default 5s
 	MeanOff time.Duration // default 5s
 	CapPct  float64       // the lane's cap, percent of one CPU; default 5
-	Seed    uint64        // the on/off schedule of repeat i is seeded Seed+i
+	// CapPeriod is the period the cap is enforced in (the lane's
+	// cpu.cap_period; 0: the kernel's 100 ms).
+	CapPeriod time.Duration
+	Seed      uint64 // the on/off schedule of repeat i is seeded Seed+i
 	// Audio runs the seed's audio experiment instead of the transfer:
 	// the send jitter of 80-byte datagrams every 20 ms for AudioDuration
 	// (default 30s) beside cross traffic of each Cross percent of the
@@ -135,6 +140,10 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("size %d is negative", o.Size)
 	case !(o.CapPct > 0 && o.CapPct <= 100):
 		return fmt.Errorf("cap %g%% outside (0, 100]", o.CapPct)
+	case o.CapPeriod != 0 && (o.CapPeriod < lane.MinCapPeriod || o.CapPeriod > lane.MaxCapPeriod):
+		return fmt.Errorf("cap period %v outside %v..%v", o.CapPeriod, lane.MinCapPeriod, lane.MaxCapPeriod)
+	case o.CapPeriod != 0 && o.CapPct/100*float64(o.CapPeriod) < float64(time.Millisecond):
+		return fmt.Errorf("cap period %v: %g%% of one CPU in it is under the kernel's least quota of 1ms", o.CapPeriod, o.CapPct)
 	}
 	return nil
 }

@@ -72,14 +72,14 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 	}
 	res := &Results{Started: time.Now().UTC(), Host: hostLine(),
 		Setup: fmt.Sprintf("%.1f MB over %d bit/s, %v one-way delay, up and down exponential with means %v and %v (seed %d + repeat); "+
-			"sender in lane sync capped at %g%% of one CPU, pinned with the hogs (stress-ng --cpu N) to CPU 0; socat's TLS (OpenSSL, TLS 1.3) from a file to the server's stdout",
-			float64(opts.Size)/1e6, opts.Rate, opts.Delay, opts.MeanOn, opts.MeanOff, opts.Seed, opts.CapPct)}
+			"sender in lane sync capped at %g%% of one CPU in every %v, pinned with the hogs (stress-ng --cpu N) to CPU 0; socat's TLS (OpenSSL, TLS 1.3) from a file to the server's stdout",
+			float64(opts.Size)/1e6, opts.Rate, opts.Delay, opts.MeanOn, opts.MeanOff, opts.Seed, opts.CapPct, capPeriod(opts))}
 	crosses := []int{-1}
 	if opts.Audio {
 		crosses = opts.Cross
 		res.Setup = fmt.Sprintf("%d-byte datagrams every %v for %v (the seed's audio-like application; jitter: sd of |inter-send − interval| at sendto) over %d bit/s, "+
-			"up and down exponential with means %v and %v; cross traffic iperf3 UDP at a share of the link; sender and hogs in lane sync capped at %g%% of one CPU, pinned to CPU 0",
-			audioBytes, audioInterval, opts.AudioDuration, opts.Rate, opts.MeanOn, opts.MeanOff, opts.CapPct)
+			"up and down exponential with means %v and %v; cross traffic iperf3 UDP at a share of the link; sender and hogs in lane sync capped at %g%% of one CPU in every %v, pinned to CPU 0",
+			audioBytes, audioInterval, opts.AudioDuration, opts.Rate, opts.MeanOn, opts.MeanOff, opts.CapPct, capPeriod(opts))
 	}
 	for rep := 0; rep < opts.Repeats; rep++ {
 		for _, cross := range crosses {
@@ -225,7 +225,11 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		return fail(err)
 	}
 	socket := filepath.Join(rdir, "lanes.sock")
-	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n\n[lanes.sync]\ncpu = { cap = %g }\n", socket, filepath.Join(rdir, "state"), opts.CapPct/float64(max(1, cpu.OnlineCPUs())))
+	capKeys := fmt.Sprintf("cap = %g", opts.CapPct/float64(max(1, cpu.OnlineCPUs())))
+	if opts.CapPeriod > 0 {
+		capKeys += fmt.Sprintf(", cap_period = %q", opts.CapPeriod.String())
+	}
+	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n\n[lanes.sync]\ncpu = { %s }\n", socket, filepath.Join(rdir, "state"), capKeys)
 	if a.Boost != "" {
 		cfg += "\n[lanes.sync.boost]\n" + a.Boost
 	}
@@ -424,3 +428,11 @@ func ptr[T any](v T) *T { return &v }
 type countWriter struct{ n int64 }
 
 func (w *countWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); return len(b), nil }
+
+// capPeriod is the period the lane's cap is enforced in.
+func capPeriod(o Options) time.Duration {
+	if o.CapPeriod > 0 {
+		return o.CapPeriod
+	}
+	return cpu.Period
+}

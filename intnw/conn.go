@@ -1,0 +1,885 @@
+package intnw
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Path is one network a multi-socket may use: the local address to send
+// from (and, optionally, the interface to bind to) and the peer's address
+// reached through it.
+type Path struct {
+	// Name is what status and events call the path ("wifi", "cellular").
+	Name string
+	// Local is the source address (policy routing by source picks the
+	// network); zero: the kernel's choice.
+	Local netip.Addr
+	// Device binds the path's socket to an interface (SO_BINDTODEVICE).
+	Device string
+	// Remote is the peer's address through this network.
+	Remote netip.AddrPort
+	// Bandwidth is the path's bandwidth in bit/s until the kernel has
+	// measured it (0: 1 Mbit/s).
+	Bandwidth float64
+}
+
+// Options tune a multi-socket; the zero value is the defaults.
+type Options struct {
+	// UserTimeout is how long a path's socket may hold unacknowledged
+	// data before the path is taken for gone (TCP_USER_TIMEOUT); 0: 5s.
+	UserTimeout time.Duration
+	// Redial is how often a client retries a path that is down; 0: 1s.
+	Redial time.Duration
+	// Linger is how long a multi-socket lives with no path before it
+	// fails; 0: 30s.
+	Linger time.Duration
+	// SendBuffer bounds the bytes written and not yet acknowledged by the
+	// peer: Write waits beyond it; 0: 8 MiB.
+	SendBuffer int
+	// RecvBuffer bounds the bytes received and not yet delivered: the
+	// paths stop being read beyond it; 0: 16 MiB.
+	RecvBuffer int
+	// BackgroundLargeMin defers bg-large IROBs begun with a thunk while no
+	// path has this bandwidth (bit/s); 0: any path will do.
+	BackgroundLargeMin float64
+	// Namespace is the network namespace (a path such as
+	// /run/netns/NAME) whose networks the multi-socket uses: a client's
+	// paths are dialled and its addresses watched there, a listener
+	// listens there. "": the caller's.
+	Namespace string
+	// OnPath is told of each path's state when it comes up or goes down.
+	OnPath func(PathStatus)
+	// Logf logs what the multi-socket does with its paths.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.UserTimeout, 5*time.Second)
+	def(&o.Redial, time.Second)
+	def(&o.Linger, 30*time.Second)
+	if o.SendBuffer <= 0 {
+		o.SendBuffer = 8 << 20
+	}
+	if o.RecvBuffer <= 0 {
+		o.RecvBuffer = 16 << 20
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+// The anticipatory bound on background data a path's socket may hold:
+// what the path sends in AnticipateMin right after foreground traffic,
+// growing with the time since to AnticipateMax.
+const (
+	AnticipateMin = 50 * time.Millisecond
+	AnticipateMax = time.Second
+	// sampleEvery is how often the paths' sockets are read (TCP_INFO).
+	sampleEvery = 50 * time.Millisecond
+	// maxPaths bounds the paths of one multi-socket.
+	maxPaths = 64
+	// handshakeTimeout bounds a path's hello and welcome.
+	handshakeTimeout = 5 * time.Second
+	// defaultBandwidth is a path's bandwidth before it is known (bytes/s).
+	defaultBandwidth = 1e6 / 8
+)
+
+// Errors of a multi-socket.
+var (
+	// ErrClosed: the multi-socket was closed, here or by the peer.
+	ErrClosed = errors.New("intnw: multi-socket closed")
+	// ErrNoPath: no path came back within Options.Linger.
+	ErrNoPath = errors.New("intnw: no path to the peer")
+)
+
+// DeferredError is Begin's answer when no path suits the label: the IROB
+// was not begun, and the thunk given is called when one does.
+type DeferredError struct {
+	Label Label
+	t     *thunk
+	c     *Conn
+}
+
+func (e *DeferredError) Error() string {
+	return fmt.Sprintf("intnw: no path suits %v now: deferred until one does", e.Label)
+}
+
+// Cancel withdraws the thunk; it reports whether the thunk had not yet
+// been called.
+func (e *DeferredError) Cancel() bool {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	if e.t.done {
+		return false
+	}
+	e.t.done = true
+	return true
+}
+
+type thunk struct {
+	fn   func()
+	done bool
+}
+
+// PathStatus is a path's state and measurements.
+type PathStatus struct {
+	Index         int
+	Name          string
+	Local, Remote string
+	Up            bool
+	// RTT is the filtered smoothed round trip of the path's socket.
+	RTT time.Duration
+	// Bandwidth is the filtered delivery rate in bit/s (the path's hint
+	// until measured).
+	Bandwidth float64
+	// Queued is the bytes in the socket not yet acknowledged.
+	Queued int
+	// Sent and Received count the bytes of frames each way.
+	Sent, Received uint64
+	// Err is why the path last went down; DialErr why the last attempt
+	// to bring it back failed.
+	Err, DialErr string
+}
+
+// Conn is a multi-socket: one end of a logical connection over paths.
+type Conn struct {
+	opts   Options
+	client bool
+	id     [16]byte
+
+	mu       sync.Mutex
+	recvCond *sync.Cond // a message may be deliverable, or room to receive
+	sendCond *sync.Cond // room to send, or everything acknowledged
+	paths    []*pathState
+	snd      *sender
+	rcv      *receiver
+	lastFG   time.Time
+	thunks   [numLabels][]*thunk
+	err      error // why the multi-socket ended
+	closing  bool
+	// peerClosed: the peer sent close; what came before is still delivered.
+	peerClosed  bool
+	noPathSince time.Time
+	dialing     map[int]bool
+	redial      chan struct{} // a path's address came back: dial now
+	done        chan struct{}
+	lis         *Listener
+}
+
+type pathState struct {
+	idx      int
+	cfg      Path
+	tc       *net.TCPConn
+	gen      int
+	up       bool
+	wake     chan struct{}
+	stop     chan struct{}
+	wrote    chan struct{} // closed when the writer of this connection returns
+	ctrl     []*frame
+	// acks acknowledge the chunks received on this path. They go back on
+	// it: were the path lost, the chunks would be sent again over another
+	// and acknowledged there (an ack on another path could be lost with
+	// that path while the chunk's own path lives on).
+	acks     []ackEntry
+	fgOut    int // foreground chunks in flight on the path
+	lat, bw  flipFlop
+	outq     int
+	sent     uint64
+	received uint64
+	lastErr  error
+	dialErr  string // the last redial's failure, logged once
+}
+
+func newConn(opts Options, client bool, id [16]byte) *Conn {
+	c := &Conn{opts: opts.withDefaults(), client: client, id: id, snd: newSender(), rcv: newReceiver(),
+		dialing: map[int]bool{}, redial: make(chan struct{}, 1), done: make(chan struct{}), noPathSince: time.Now()}
+	c.recvCond = sync.NewCond(&c.mu)
+	c.sendCond = sync.NewCond(&c.mu)
+	go c.sampler()
+	return c
+}
+
+func (c *Conn) path(idx int) *pathState {
+	for len(c.paths) <= idx {
+		c.paths = append(c.paths, &pathState{idx: len(c.paths), wake: make(chan struct{}, 1)})
+	}
+	return c.paths[idx]
+}
+
+// attach makes tc path idx's connection (replacing one it had) and starts
+// reading and writing it.
+func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
+	c.mu.Lock()
+	if c.err != nil || c.closing {
+		c.mu.Unlock()
+		tc.Close()
+		if c.err != nil {
+			return c.err
+		}
+		return ErrClosed
+	}
+	p := c.path(idx)
+	if p.up {
+		c.downLocked(p, errors.New("replaced by a new connection"), false)
+	}
+	p.cfg, p.tc, p.up, p.lastErr = cfg, tc, true, nil
+	p.gen++
+	p.stop, p.wrote = make(chan struct{}), make(chan struct{})
+	if p.bw.n == 0 {
+		bw := defaultBandwidth
+		if cfg.Bandwidth > 0 {
+			bw = cfg.Bandwidth / 8
+		}
+		p.bw.add(bw)
+	}
+	gen, stop, wrote := p.gen, p.stop, p.wrote
+	c.noPathSince = time.Time{}
+	st := c.statusLocked(p)
+	c.fireThunksLocked()
+	c.kickLocked()
+	c.mu.Unlock()
+	c.opts.Logf("path %s up: %s → %s", st.Name, st.Local, st.Remote)
+	if c.opts.OnPath != nil {
+		c.opts.OnPath(st)
+	}
+	go c.reader(p, tc, gen)
+	go c.writer(p, tc, gen, stop, wrote)
+	return nil
+}
+
+// downLocked takes path p down: its connection closed, what it had in
+// flight queued again for the other paths, and (tell) the peer told over
+// another path.
+func (c *Conn) downLocked(p *pathState, why error, tell bool) {
+	if !p.up {
+		return
+	}
+	p.up = false
+	p.lastErr = why
+	close(p.stop)
+	p.tc.Close()
+	n := c.snd.requeue(p.idx)
+	p.fgOut = 0
+	p.acks, p.ctrl = nil, nil
+	if tell && c.err == nil {
+		if q := c.fastestLocked(); q != nil {
+			q.ctrl = append(q.ctrl, &frame{typ: tPathDown, aux: uint32(p.idx)})
+		}
+	}
+	if c.fastestLocked() == nil {
+		c.noPathSince = time.Now()
+	}
+	c.kickLocked()
+	st := c.statusLocked(p)
+	c.opts.Logf("path %s down (%v): %d chunks to send again", st.Name, why, n)
+	if c.opts.OnPath != nil {
+		go c.opts.OnPath(st)
+	}
+}
+
+// failLocked ends the multi-socket with err.
+func (c *Conn) failLocked(err error) {
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	for _, p := range c.paths {
+		if p.up {
+			c.downLocked(p, err, false)
+		}
+	}
+	close(c.done)
+	c.recvCond.Broadcast()
+	c.sendCond.Broadcast()
+	if c.lis != nil {
+		go c.lis.forget(c)
+	}
+}
+
+func (c *Conn) kickLocked() {
+	for _, p := range c.paths {
+		kick(p)
+	}
+}
+
+// kick wakes p's writer.
+func kick(p *pathState) {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// livePaths are the paths up.
+func (c *Conn) liveLocked() []*pathState {
+	var out []*pathState
+	for _, p := range c.paths {
+		if p.up {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// fastestLocked is the live path of least latency (nil: none).
+func (c *Conn) fastestLocked() *pathState {
+	var best *pathState
+	for _, p := range c.liveLocked() {
+		if best == nil || p.lat.value() < best.lat.value() {
+			best = p
+		}
+	}
+	return best
+}
+
+// widestLocked is the live path of most bandwidth (nil: none).
+func (c *Conn) widestLocked() *pathState {
+	var best *pathState
+	for _, p := range c.liveLocked() {
+		if best == nil || p.bw.value() > best.bw.value() {
+			best = p
+		}
+	}
+	return best
+}
+
+// anticipationLocked is how long the background data a path holds may
+// take to send now.
+func (c *Conn) anticipationLocked(now time.Time) time.Duration {
+	return min(max(now.Sub(c.lastFG), AnticipateMin), AnticipateMax)
+}
+
+// pickLocked takes the next chunk path p sends, if any, and says when to
+// look again if background data waits for the anticipatory bound.
+func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
+	var order []Label
+	if p == c.fastestLocked() {
+		order = append(order, FGSmall)
+	}
+	if p == c.widestLocked() {
+		order = append(order, FGLarge)
+	}
+	// Background goes on the paths not carrying foreground.
+	if p.fgOut == 0 {
+		order = append(order, BGSmall, BGLarge)
+	}
+	for _, l := range order {
+		if !c.snd.queued(l) {
+			continue
+		}
+		if !l.Foreground() {
+			window := c.anticipationLocked(now)
+			limit := int(p.bw.value() * window.Seconds())
+			p.outq = socketQueue(p.tc)
+			if p.outq > 0 && p.outq+len(c.snd.queues[l][0].data) > limit {
+				return nil, max(window/10, 2*time.Millisecond)
+			}
+		}
+		ch := c.snd.take(l, p.idx)
+		if l.Foreground() {
+			p.fgOut++
+		}
+		return ch, 0
+	}
+	return nil, 0
+}
+
+// fillLocked appends what path p writes next: its control frames, its
+// acknowledgements, and a chunk.
+func (c *Conn) fillLocked(p *pathState, b []byte, now time.Time) ([]byte, time.Duration) {
+	for _, f := range p.ctrl {
+		b = appendFrame(b, f)
+	}
+	p.ctrl = p.ctrl[:0]
+	for len(p.acks) > 0 {
+		n := min(len(p.acks), maxAcks)
+		b = appendFrame(b, &frame{typ: tAck, acks: p.acks[:n]})
+		p.acks = p.acks[n:]
+	}
+	p.acks = nil
+	if c.closing {
+		return b, 0
+	}
+	ch, retry := c.pickLocked(p, now)
+	if ch != nil {
+		b = appendFrame(b, ch.frame())
+	}
+	return b, retry
+}
+
+func (c *Conn) writer(p *pathState, tc *net.TCPConn, gen int, stop, wrote chan struct{}) {
+	defer close(wrote)
+	buf := make([]byte, 0, 128<<10)
+	var timer *time.Timer
+	for {
+		c.mu.Lock()
+		if p.gen != gen || !p.up {
+			c.mu.Unlock()
+			return
+		}
+		var retry time.Duration
+		buf, retry = c.fillLocked(p, buf[:0], time.Now())
+		closing := c.closing
+		c.mu.Unlock()
+		if len(buf) == 0 {
+			if closing {
+				return
+			}
+			var tick <-chan time.Time
+			if retry > 0 {
+				if timer == nil {
+					timer = time.NewTimer(retry)
+				} else {
+					timer.Reset(retry)
+				}
+				tick = timer.C
+			}
+			select {
+			case <-p.wake:
+			case <-tick:
+			case <-stop:
+				return
+			}
+			continue
+		}
+		n, err := tc.Write(buf)
+		c.mu.Lock()
+		p.sent += uint64(n)
+		if err != nil && p.gen == gen {
+			c.downLocked(p, fmt.Errorf("write: %w", err), true)
+		}
+		c.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *Conn) reader(p *pathState, tc *net.TCPConn, gen int) {
+	br := bufio.NewReaderSize(tc, 64<<10)
+	for {
+		f, err := readFrame(br)
+		c.mu.Lock()
+		if p.gen != gen || !p.up {
+			c.mu.Unlock()
+			return
+		}
+		if err != nil {
+			var pe *ProtocolError
+			switch {
+			case errors.As(err, &pe):
+				c.refuseLocked(p, err)
+			case c.peerClosed:
+				c.downLocked(p, ErrClosed, false)
+			default:
+				if errors.Is(err, io.EOF) {
+					err = errors.New("the peer closed the path")
+				}
+				c.downLocked(p, fmt.Errorf("read: %w", err), true)
+			}
+			c.mu.Unlock()
+			return
+		}
+		p.received += uint64(f.wireSz)
+		c.handleLocked(p, f)
+		for c.rcv.buffered > c.opts.RecvBuffer && c.err == nil && p.gen == gen && p.up {
+			c.recvCond.Wait()
+		}
+		c.mu.Unlock()
+	}
+}
+
+// refuseLocked ends the multi-socket for a frame the peer should not have
+// sent, telling it why.
+func (c *Conn) refuseLocked(p *pathState, err error) {
+	msg := err.Error()
+	if len(msg) > maxText {
+		msg = msg[:maxText]
+	}
+	// Written directly: the writer may be blocked, and the path ends here.
+	_ = p.tc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = p.tc.Write(appendFrame(nil, &frame{typ: tError, data: []byte(msg)}))
+	c.failLocked(err)
+}
+
+func (c *Conn) handleLocked(p *pathState, f *frame) {
+	switch f.typ {
+	case tData:
+		if err := c.rcv.chunk(f); err != nil {
+			c.refuseLocked(p, err)
+			return
+		}
+		p.acks = append(p.acks, ackEntry{ID: f.id, Off: f.off, Len: uint32(len(f.data))})
+		kick(p)
+		c.recvCond.Broadcast()
+	case tAck:
+		for _, a := range f.acks {
+			ch := c.snd.ack(a)
+			if ch != nil && ch.ir.label.Foreground() && ch.path < len(c.paths) && c.paths[ch.path].fgOut > 0 {
+				c.paths[ch.path].fgOut--
+			}
+		}
+		c.sendCond.Broadcast()
+		c.kickLocked()
+	case tPing:
+		p.ctrl = append(p.ctrl, &frame{typ: tPong, id: f.id, aux: f.aux})
+		kick(p)
+	case tPong:
+	case tPathDown:
+		if int(f.aux) < len(c.paths) && int(f.aux) != p.idx {
+			c.downLocked(c.paths[f.aux], errors.New("the peer lost it"), false)
+		}
+	case tClose:
+		c.peerClosed = true
+		c.failLocked(ErrClosed)
+	case tError:
+		c.failLocked(fmt.Errorf("intnw: the peer refused the multi-socket: %s", f.data))
+	default:
+		c.refuseLocked(p, protoErr("%s frame on an open path", f.typ))
+	}
+}
+
+// sampler reads the paths' sockets for their estimates, and ends a
+// multi-socket that has had no path for Options.Linger.
+func (c *Conn) sampler() {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		var conns []*net.TCPConn
+		var ps []*pathState
+		for _, p := range c.liveLocked() {
+			conns, ps = append(conns, p.tc), append(ps, p)
+		}
+		c.mu.Unlock()
+		stats := make([]sockStats, len(conns))
+		for i, tc := range conns {
+			stats[i] = readSockStats(tc)
+		}
+		c.mu.Lock()
+		for i, p := range ps {
+			st := stats[i]
+			if !p.up || p.tc != conns[i] || !st.ok {
+				continue
+			}
+			if st.rtt > 0 {
+				p.lat.add(st.rtt.Seconds())
+			}
+			// A rate limited by what we had to send is a floor, not the
+			// path's bandwidth.
+			if st.deliveryRate > 0 && (!st.appLimited || st.deliveryRate > p.bw.value()) {
+				p.bw.add(st.deliveryRate)
+			}
+			p.outq = st.outq
+		}
+		c.fireThunksLocked()
+		if !c.noPathSince.IsZero() && time.Since(c.noPathSince) > c.opts.Linger && c.err == nil {
+			c.failLocked(ErrNoPath)
+		}
+		c.kickLocked()
+		c.mu.Unlock()
+	}
+}
+
+// appropriateLocked says whether label l has a path that suits it now.
+func (c *Conn) appropriateLocked(l Label) bool {
+	w := c.widestLocked()
+	if w == nil {
+		return false
+	}
+	if l == BGLarge && c.opts.BackgroundLargeMin > 0 {
+		return w.bw.value()*8 >= c.opts.BackgroundLargeMin
+	}
+	return true
+}
+
+func (c *Conn) fireThunksLocked() {
+	for l := range c.thunks {
+		if len(c.thunks[l]) == 0 || !c.appropriateLocked(Label(l)) {
+			continue
+		}
+		for _, t := range c.thunks[l] {
+			if !t.done {
+				t.done = true
+				go t.fn()
+			}
+		}
+		c.thunks[l] = nil
+	}
+}
+
+// IROB is an IROB being sent: Write its bytes, then End it.
+type IROB struct {
+	c  *Conn
+	ir *sirob
+}
+
+// ID is the IROB's id, which later IROBs may depend on.
+func (i *IROB) ID() uint64 { return i.ir.id }
+
+// Begin begins an IROB labelled l that the peer receives after every IROB
+// in deps (ids of IROBs begun earlier on this multi-socket). When no path
+// suits l and thunk is not nil, the IROB is not begun: Begin returns a
+// *DeferredError and calls thunk (on its own goroutine) once a path
+// suits l. Without a thunk the IROB waits for a path.
+func (c *Conn) Begin(l Label, deps []uint64, thunk func()) (*IROB, error) {
+	return c.begin(l, deps, false, thunk)
+}
+
+func (c *Conn) begin(l Label, deps []uint64, depAll bool, fn func()) (*IROB, error) {
+	if !l.Valid() {
+		return nil, fmt.Errorf("intnw: %v is not a label (want fg-small, fg-large, bg-small or bg-large)", l)
+	}
+	if len(deps) > MaxDeps {
+		return nil, fmt.Errorf("intnw: %d dependencies, at most %d", len(deps), MaxDeps)
+	}
+	deps = slices.Clone(deps)
+	slices.Sort(deps)
+	deps = slices.Compact(deps)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usableLocked(); err != nil {
+		return nil, err
+	}
+	for _, d := range deps {
+		if d == 0 || d >= c.snd.nextID {
+			return nil, fmt.Errorf("intnw: a dependency on IROB %d, which this multi-socket has not begun (its IROBs so far: 1..%d)", d, c.snd.nextID-1)
+		}
+	}
+	if fn != nil && !c.appropriateLocked(l) {
+		t := &thunk{fn: fn}
+		c.thunks[l] = append(c.thunks[l], t)
+		return nil, &DeferredError{Label: l, t: t, c: c}
+	}
+	ir := &sirob{id: c.snd.nextID, label: l, deps: deps, depAll: depAll}
+	c.snd.nextID++
+	if l.Foreground() {
+		c.lastFG = time.Now()
+	}
+	return &IROB{c: c, ir: ir}, nil
+}
+
+func (c *Conn) usableLocked() error {
+	switch {
+	case c.err != nil:
+		return c.err
+	case c.closing:
+		return ErrClosed
+	}
+	return nil
+}
+
+// Write adds b to the IROB. It waits while the multi-socket holds
+// Options.SendBuffer bytes the peer has not acknowledged.
+func (i *IROB) Write(b []byte) (int, error) {
+	c := i.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i.ir.ended {
+		return 0, fmt.Errorf("intnw: IROB %d: write after End", i.ir.id)
+	}
+	written := 0
+	for len(b) > 0 {
+		for c.snd.unacked >= c.opts.SendBuffer && c.usableLocked() == nil {
+			c.sendCond.Wait()
+		}
+		if err := c.usableLocked(); err != nil {
+			return written, err
+		}
+		n := min(len(b), c.opts.SendBuffer-c.snd.unacked)
+		c.snd.write(i.ir, b[:n])
+		if i.ir.label.Foreground() {
+			c.lastFG = time.Now()
+		}
+		b, written = b[n:], written+n
+		c.kickLocked()
+	}
+	return written, nil
+}
+
+// End ends the IROB: the peer may deliver it once all its bytes arrived.
+func (i *IROB) End() error {
+	c := i.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i.ir.ended {
+		return fmt.Errorf("intnw: IROB %d ended twice", i.ir.id)
+	}
+	if err := c.usableLocked(); err != nil {
+		return err
+	}
+	c.snd.end(i.ir)
+	c.kickLocked()
+	return nil
+}
+
+// Send sends b as one IROB labelled l that depends on every IROB begun
+// before it (a TCP-like stream, with labels). It returns the IROB's id;
+// thunk is as for Begin.
+func (c *Conn) Send(l Label, b []byte, thunk func()) (uint64, error) {
+	ir, err := c.begin(l, nil, true, thunk)
+	if err != nil {
+		return 0, err
+	}
+	return ir.ID(), ir.send(b)
+}
+
+// SendAfter sends b as one IROB labelled l that depends on deps only.
+func (c *Conn) SendAfter(l Label, deps []uint64, b []byte, thunk func()) (uint64, error) {
+	ir, err := c.Begin(l, deps, thunk)
+	if err != nil {
+		return 0, err
+	}
+	return ir.ID(), ir.send(b)
+}
+
+func (i *IROB) send(b []byte) error {
+	if _, err := i.Write(b); err != nil {
+		return err
+	}
+	return i.End()
+}
+
+// Recv returns the next IROB the peer sent, whole: foreground before
+// background, then in order of id, each after the IROBs it depends on.
+// After the peer closed it returns what came before and then io.EOF.
+func (c *Conn) Recv(ctx context.Context) (Message, error) {
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.recvCond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if m, ok := c.rcv.next(); ok {
+			c.recvCond.Broadcast()
+			return m, nil
+		}
+		switch {
+		case c.peerClosed:
+			return Message{}, io.EOF
+		case c.err != nil:
+			return Message{}, c.err
+		case ctx.Err() != nil:
+			return Message{}, ctx.Err()
+		}
+		c.recvCond.Wait()
+	}
+}
+
+// Flush waits until the peer has acknowledged everything sent, or ctx
+// ends.
+func (c *Conn) Flush(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.sendCond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !c.snd.idle() {
+		if c.err != nil {
+			return c.err
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("intnw: %d bytes not acknowledged: %w", c.snd.unacked, err)
+		}
+		c.sendCond.Wait()
+	}
+	return nil
+}
+
+// Close flushes what was sent (for at most timeout), tells the peer and
+// ends the multi-socket. It returns an error if something sent was not
+// acknowledged.
+func (c *Conn) Close(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ferr := c.Flush(ctx)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		if errors.Is(err, ErrClosed) {
+			return ferr
+		}
+		return err
+	}
+	c.closing = true
+	var wrote []chan struct{}
+	for _, p := range c.liveLocked() {
+		p.ctrl = append(p.ctrl, &frame{typ: tClose})
+		wrote = append(wrote, p.wrote)
+	}
+	c.kickLocked()
+	c.mu.Unlock()
+	for _, w := range wrote {
+		select {
+		case <-w:
+		case <-time.After(time.Second):
+		}
+	}
+	c.mu.Lock()
+	c.failLocked(ErrClosed)
+	c.mu.Unlock()
+	return ferr
+}
+
+// Paths is the state of each path.
+func (c *Conn) Paths() []PathStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []PathStatus
+	for _, p := range c.paths {
+		out = append(out, c.statusLocked(p))
+	}
+	return out
+}
+
+func (c *Conn) statusLocked(p *pathState) PathStatus {
+	st := PathStatus{Index: p.idx, Name: p.cfg.Name, Up: p.up, RTT: time.Duration(p.lat.value() * float64(time.Second)),
+		Bandwidth: p.bw.value() * 8, Queued: p.outq, Sent: p.sent, Received: p.received}
+	if st.Name == "" {
+		st.Name = fmt.Sprintf("path%d", p.idx)
+	}
+	if p.tc != nil {
+		st.Local, st.Remote = p.tc.LocalAddr().String(), p.tc.RemoteAddr().String()
+	}
+	if p.lastErr != nil {
+		st.Err = p.lastErr.Error()
+	}
+	st.DialErr = p.dialErr
+	return st
+}
+
+// Done is closed when the multi-socket has ended; Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the multi-socket ended (nil while it lives).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}

@@ -1,0 +1,414 @@
+package intnw
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lanes-qos/lanes/internal/testutil"
+	"github.com/lanes-qos/lanes/testbed/linkem"
+	"github.com/lanes-qos/lanes/testbed/netns"
+)
+
+const ms = time.Millisecond
+
+// testbed is two namespaces joined by a path per link config, each
+// through the link emulator, with a listener in the destination.
+type testbed struct {
+	topo  *netns.Topology
+	lis   *Listener
+	paths []Path
+}
+
+func newTestbed(t *testing.T, links ...linkem.Config) *testbed {
+	t.Helper()
+	testutil.RequireRoot(t)
+	topo, err := netns.New(len(links), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := topo.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	tb := &testbed{topo: topo}
+	for i, cfg := range links {
+		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: cfg, Down: cfg, Logf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { em.Stop() })
+	}
+	tb.lis, err = Listen(":7100", &Options{Namespace: "/run/netns/" + topo.Dst, Logf: prefixed(t, "server")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tb.lis.Close() })
+	for i, p := range topo.Paths {
+		tb.paths = append(tb.paths, Path{Name: fmt.Sprintf("net%d", i), Local: p.SrcAddr,
+			Remote: netip.AddrPortFrom(p.DstAddr, 7100), Bandwidth: float64(links[i].Rate)})
+	}
+	return tb
+}
+
+func prefixed(t *testing.T, who string) func(string, ...any) {
+	return func(f string, a ...any) { t.Logf(who+": "+f, a...) }
+}
+
+func (tb *testbed) dial(t *testing.T, o Options) (*Conn, *Conn) {
+	t.Helper()
+	o.Namespace = "/run/netns/" + tb.topo.Src
+	if o.Logf == nil {
+		o.Logf = prefixed(t, "client")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, tb.paths, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(time.Second) })
+	s, err := tb.lis.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every path joins.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * ms) {
+		up := 0
+		for _, p := range s.Paths() {
+			if p.Up {
+				up++
+			}
+		}
+		if up == len(tb.paths) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("server sees %d of %d paths up: %+v", up, len(tb.paths), s.Paths())
+		}
+	}
+	return c, s
+}
+
+// A network vanishing mid-transfer (its link deleted) loses no data and
+// delivers no IROB twice: background IROBs striped over two paths and
+// foreground ones beside them, one path's device deleted while they are
+// in flight; the server receives every IROB once, its bytes as sent
+// (checked by hash), and the client's path state says the path went.
+func TestVanishingPath(t *testing.T) {
+	link := linkem.Config{Rate: 20_000_000, Delay: 10 * ms, QueuePackets: 300}
+	tb := newTestbed(t, link, link)
+	c, s := tb.dial(t, Options{})
+
+	const bulk, small = 160, 40
+	sums := map[uint64][32]byte{}
+	labels := map[uint64]Label{}
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(7, 7))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	recvd := map[uint64]int{}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := s.Recv(ctx)
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			mu.Lock()
+			recvd[m.ID]++
+			if want, ok := sums[m.ID]; !ok || sha256.Sum256(m.Data) != want || labels[m.ID] != m.Label {
+				mu.Unlock()
+				recvErr <- fmt.Errorf("IROB %d (%v, %d bytes) is not what was sent", m.ID, m.Label, len(m.Data))
+				return
+			}
+			n := len(recvd)
+			mu.Unlock()
+			if n == bulk+small {
+				recvErr <- nil
+				return
+			}
+		}
+	}()
+
+	deleted := make(chan struct{})
+	go func() {
+		time.Sleep(1500 * ms)
+		out, err := exec.Command("ip", "-n", tb.topo.Src, "link", "del", tb.topo.Paths[0].SrcDev).CombinedOutput()
+		if err != nil {
+			t.Errorf("delete %s: %v %s", tb.topo.Paths[0].SrcDev, err, out)
+		}
+		close(deleted)
+	}()
+	for i := range bulk + small {
+		l, size := BGLarge, 64<<10
+		if i%5 == 4 {
+			l, size = FGSmall, 200
+		}
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		mu.Lock()
+		ir, err := c.Begin(l, nil, nil)
+		if err != nil {
+			mu.Unlock()
+			t.Fatal(err)
+		}
+		sums[ir.ID()], labels[ir.ID()] = sha256.Sum256(data), l
+		mu.Unlock()
+		if err := ir.send(data); err != nil {
+			t.Fatalf("IROB %d: %v", ir.ID(), err)
+		}
+	}
+	if err := <-recvErr; err != nil {
+		t.Fatal(err)
+	}
+	<-deleted
+	if err := c.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	for id, n := range recvd {
+		if n != 1 {
+			t.Errorf("IROB %d delivered %d times", id, n)
+		}
+	}
+	ps := c.Paths()
+	if ps[0].Up || !strings.Contains(ps[0].Err, "removed") || !ps[1].Up {
+		t.Errorf("client's paths after the deletion: %+v", ps)
+	}
+	t.Logf("paths: client %+v; server %+v", ps, s.Paths())
+	if ps[0].Sent == 0 || ps[1].Sent < 64<<10 {
+		t.Errorf("the transfer did not use both paths: %+v", ps)
+	}
+}
+
+// Ordering constraints hold on the wire: IROBs sent with Send (each after
+// all before it) arrive in order even when later ones are small and
+// foreground and could overtake over the other path; IROBs with explicit
+// dependencies wait for them.
+func TestOrderingOverPaths(t *testing.T) {
+	fast := linkem.Config{Rate: 5_000_000, Delay: 5 * ms, QueuePackets: 300}
+	slow := linkem.Config{Rate: 20_000_000, Delay: 60 * ms, QueuePackets: 300}
+	tb := newTestbed(t, fast, slow)
+	c, s := tb.dial(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var ids []uint64
+	for i := range 30 {
+		l, size := BGLarge, 50_000
+		if i%3 == 2 {
+			l, size = FGSmall, 100
+		}
+		id, err := c.Send(l, bytes.Repeat([]byte{byte(i)}, size), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for i, want := range ids {
+		m, err := s.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.ID != want || m.Data[0] != byte(i) {
+			t.Fatalf("message %d: IROB %d, want %d (Send orders every IROB after the ones before)", i, m.ID, want)
+		}
+	}
+	// Explicit dependencies: b waits for a, which is large and slow; c,
+	// independent, may overtake both.
+	a, err := c.SendAfter(BGLarge, nil, make([]byte, 400_000), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.SendAfter(FGSmall, []uint64{a}, []byte("after a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid, err := c.SendAfter(FGSmall, nil, []byte("free"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for range 3 {
+		m, err := s.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.ID)
+	}
+	if got[0] != cid || got[1] != a || got[2] != b {
+		t.Errorf("delivered %v, want the independent %d first, then %d and the one after it, %d", got, cid, a, b)
+	}
+	// The server answers with the client's label, over the same paths.
+	if _, err := s.Send(FGSmall, []byte("reply"), nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Recv(ctx)
+	if err != nil || string(m.Data) != "reply" {
+		t.Fatalf("client Recv: %+v, %v", m, err)
+	}
+}
+
+// Bad input: a label out of range and a dependency on an IROB not begun
+// are refused and the multi-socket goes on; a peer's frame that breaks the
+// protocol ends the multi-socket on both ends with the reason.
+func TestBadInput(t *testing.T) {
+	link := linkem.Config{Rate: 20_000_000, Delay: ms}
+	tb := newTestbed(t, link)
+	c, s := tb.dial(t, Options{})
+	if _, err := c.Begin(Label(7), nil, nil); err == nil || !strings.Contains(err.Error(), "label(7) is not a label") {
+		t.Errorf("Begin with label 7: %v", err)
+	}
+	if _, err := c.Begin(FGSmall, []uint64{1}, nil); err == nil || !strings.Contains(err.Error(), "a dependency on IROB 1, which this multi-socket has not begun (its IROBs so far: 1..0)") {
+		t.Errorf("Begin depending on IROB 1 before any: %v", err)
+	}
+	ir, err := c.Begin(FGSmall, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ir.End(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ir.End(); err == nil || !strings.Contains(err.Error(), "ended twice") {
+		t.Errorf("End twice: %v", err)
+	}
+	if _, err := ir.Write([]byte("x")); err == nil || !strings.Contains(err.Error(), "write after End") {
+		t.Errorf("Write after End: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := s.Recv(ctx); err != nil || m.ID != 1 || len(m.Data) != 0 {
+		t.Fatalf("the empty IROB: %+v, %v", m, err)
+	}
+	// A frame breaking the protocol, written on the client's path.
+	c.mu.Lock()
+	tc := c.paths[0].tc
+	c.mu.Unlock()
+	bad := appendFrame(nil, &frame{typ: tData, label: FGSmall, id: 5, deps: []uint64{9}})
+	c.mu.Lock() // hold the writer off while the bad frame goes
+	_, werr := tc.Write(bad)
+	c.mu.Unlock()
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if _, err := s.Recv(ctx); err == nil || !strings.Contains(err.Error(), "IROB 5 depends on IROB 9: only on earlier ones") {
+		t.Errorf("server after a bad frame: %v", err)
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("the client's multi-socket lives on after the server refused it")
+	}
+	if err := c.Err(); err == nil || !strings.Contains(err.Error(), "the peer refused the multi-socket") {
+		t.Errorf("client's error: %v", err)
+	}
+}
+
+// Thunks: with no path a background IROB begun with a thunk is deferred;
+// the thunk runs when a path comes back and the send then goes through.
+// Without a path for Linger the multi-socket fails.
+func TestThunkAndLinger(t *testing.T) {
+	link := linkem.Config{Rate: 20_000_000, Delay: ms}
+	tb := newTestbed(t, link)
+	c, s := tb.dial(t, Options{Linger: 3 * time.Second, Redial: 200 * ms})
+	dev := tb.topo.Paths[0].SrcDev
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", append([]string{"-n", tb.topo.Src}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	addr := tb.topo.Paths[0].SrcAddr.String() + "/24"
+	ip("addr", "del", addr, "dev", dev)
+	waitFor(t, 5*time.Second, "the path to go down", func() bool { return !c.Paths()[0].Up })
+	fired := make(chan struct{})
+	_, err := c.Begin(BGLarge, nil, func() { close(fired) })
+	var d *DeferredError
+	if !errors.As(err, &d) || d.Label != BGLarge {
+		t.Fatalf("Begin with no path: %v, want a deferral", err)
+	}
+	// A second thunk, cancelled, is never called.
+	_, err = c.Begin(BGLarge, nil, func() { t.Error("a cancelled thunk ran") })
+	if !errors.As(err, &d) || !d.Cancel() {
+		t.Fatalf("second deferral: %v", err)
+	}
+	ip("addr", "add", addr, "dev", dev)
+	// Routes go with the address: the path's route back.
+	ip("route", "replace", netip.PrefixFrom(tb.topo.Paths[0].DstAddr, 24).Masked().String(), "via", netip.AddrFrom4([4]byte{198, 18, 10, 2}).String(), "dev", dev)
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the thunk did not run after the path came back: %+v", c.Paths())
+	}
+	if _, err := c.Send(BGLarge, []byte("deferred poll"), nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := s.Recv(ctx); err != nil || string(m.Data) != "deferred poll" {
+		t.Fatalf("server: %+v, %v", m, err)
+	}
+	// Gone for longer than Linger: the client fails, Recv says why.
+	ip("addr", "del", addr, "dev", dev)
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failure after Linger without a path")
+	}
+	if _, err := c.Recv(ctx); !errors.Is(err, ErrNoPath) {
+		t.Errorf("Recv after Linger: %v, want ErrNoPath", err)
+	}
+	if _, err := c.Send(FGSmall, nil, nil); !errors.Is(err, ErrNoPath) {
+		t.Errorf("Send after Linger: %v", err)
+	}
+}
+
+// Close delivers everything first: the peer receives what was sent and
+// then io.EOF.
+func TestCloseDrains(t *testing.T) {
+	link := linkem.Config{Rate: 10_000_000, Delay: 20 * ms}
+	tb := newTestbed(t, link, link)
+	c, s := tb.dial(t, Options{})
+	for i := range 20 {
+		if _, err := c.Send(BGLarge, bytes.Repeat([]byte{byte(i)}, 30_000), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 20 {
+		m, err := s.Recv(ctx)
+		if err != nil || m.Data[0] != byte(i) {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if _, err := s.Recv(ctx); err != io.EOF {
+		t.Errorf("after the peer's close: %v, want io.EOF", err)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(10 * ms) {
+		if time.Now().After(end) {
+			t.Fatalf("waited %v for %s", d, what)
+		}
+	}
+}

@@ -1,0 +1,25 @@
+// Package intnw is Intentional Networking (seed 002, chapter 2): one
+// logical connection, the multi-socket, over every usable network at once,
+// whose traffic the application labels by what it is for.
+//
+// The unit of data is the IROB (isolated reliable ordered bytestream): a
+// message whose bytes the peer receives whole and in order, never mixed
+// with another's, though IROBs may overtake each other. An IROB carries a
+// Label (foreground or background, small or large) and may depend on
+// earlier IROBs, which the peer then receives first. The multi-socket keeps
+// one TCP connection per path (a local address and the peer's address
+// reached through it) and chooses, chunk by chunk, which path carries what:
+// foreground small on the path of least latency, foreground large on the
+// one of most bandwidth, background striped over the paths not carrying
+// foreground, and held to what a path can send in 50 ms after foreground
+// traffic (growing to a second while none comes: the seed's anticipatory
+// scheduling). Paths are measured from the kernel's TCP_INFO of their
+// sockets. When a path goes (its address or route removed, its socket
+// failing) what it had sent and the peer had not acknowledged goes again on
+// another path: no byte is lost and the peer delivers no IROB twice. A
+// label with no appropriate path defers its IROB; a thunk given with it is
+// called when one appears.
+//
+// The server end is the same library: Listen accepts multi-sockets and the
+// paths that join them.
+package intnw

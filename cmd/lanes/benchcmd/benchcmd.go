@@ -20,6 +20,7 @@ import (
 	"github.com/lanes-qos/lanes/bench/coord"
 	"github.com/lanes-qos/lanes/bench/execspeed"
 	"github.com/lanes-qos/lanes/bench/hotspot"
+	"github.com/lanes-qos/lanes/bench/multinet"
 	"github.com/lanes-qos/lanes/testbed/workload"
 )
 
@@ -117,7 +118,7 @@ probe's round trip and timestamps) is kept in DIR, for latency over time.`,
 	f.BoolVar(&sweep, "sweep", false, "remove leftovers of a crashed run and exit")
 	f.StringVar(&rewrite, "rewrite", "", "summarize a results `JSON` file again and rewrite its JSON, markdown and SVG into --out (no run)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every command")
-	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand(), hotspotAudioCommand(), execspeedCommand(), execspeedProcCommand(), coordCommand())
+	cmd.AddCommand(genCommand(), ch5Command(), ch5VideoCommand(), hotspotCommand(), hotspotAudioCommand(), execspeedCommand(), execspeedProcCommand(), coordCommand(), multinetCommand())
 	return cmd
 }
 
@@ -520,4 +521,56 @@ func writeCoord(dir string, res coord.Result) error {
 	fmt.Fprintf(&md, "# lanes bench coord\n\n")
 	res.Markdown(&md)
 	return os.WriteFile(filepath.Join(dir, "coord.md"), md.Bytes(), 0o644)
+}
+
+// multinetCommand is `lanes bench multinet`: seed 002's Intentional
+// Networking evaluation.
+func multinetCommand() *cobra.Command {
+	var opts multinet.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "multinet [flags]",
+		Short: "Run seed 002's Intentional Networking evaluation: labelled traffic over two networks against one network, MPTCP and no labels (root)",
+		Long: `Run the evaluation of seed 002's Intentional Networking on two emulated networks
+between a client and a server namespace, in the seed's synthetic scenarios
+(Table 2.3): hotspot (0.6 Mbit/s at 20 ms beside 2 Mbit/s at 400 ms) and
+intermittent (Wi-Fi at 3 Mbit/s, 60 ms, coming and going, beside 0.3 Mbit/s at
+400 ms). Workloads: sensor (bulk uploads every second with urgent messages in
+three episodes; urgent latency and bulk throughput) and email (a server pushing
+100 messages while the user opens five; on-demand latency and the time to fetch
+all). Arms: single0 and single1 (TCP over one network), mptcp (one MPTCP
+connection, the kernel's path manager and default scheduler), intnw-nolabels
+(the multi-socket, every message bg-large in order) and intnw (the application's
+labels). Writes multinet.json and multinet.md into --out: each arm's figures and
+the labelled multi-socket's ratios to them. Needs root and iproute2.`,
+		Example: `  sudo lanes bench multinet --out bench/results/multinet
+  sudo lanes bench multinet --scenario hotspot --workload email --arm mptcp,intnw`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("bench multinet: needs root (network namespaces)")
+			}
+			opts.Progress = os.Stderr
+			if verbose {
+				opts.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "multinet: "+f+"\n", a...) }
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if _, err := multinet.Experiment(ctx, opts); err != nil {
+				return fmt.Errorf("bench %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "bench multinet: results in %s\n", opts.OutDir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.OutDir, "out", ".", "directory for multinet.json and multinet.md")
+	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios: hotspot, intermittent (default all)")
+	f.StringSliceVar(&opts.Workloads, "workload", nil, "run only these workloads: sensor, email (default all)")
+	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: single0, single1, mptcp, intnw-nolabels, intnw (default all)")
+	f.IntVar(&opts.Repeats, "repeats", 1, "runs per scenario, workload and arm")
+	f.DurationVar(&opts.Duration, "duration", 120*time.Second, "length of a sensor run (20s..1h)")
+	f.Uint64Var(&opts.Seed, "seed", 2010, "seed of the message sizes and the on/off schedules")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log the testbed's and the multi-socket's steps")
+	return cmd
 }

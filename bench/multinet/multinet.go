@@ -1,0 +1,274 @@
+package multinet
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lanes-qos/lanes/testbed/linkem"
+)
+
+// Link is one network of a scenario.
+type Link struct {
+	Name string
+	Rate uint64        // bit/s each way
+	RTT  time.Duration // round trip (half each way)
+	// MeanUp and MeanDown, if set, make the network come and go
+	// (exponential periods).
+	MeanUp, MeanDown time.Duration
+}
+
+// Scenario is a pair of networks.
+type Scenario struct {
+	Name        string
+	Description string
+	Links       [2]Link
+}
+
+// Scenarios are the seed's Table 2.3.
+var Scenarios = []Scenario{
+	{Name: "hotspot", Description: "crowded hotspot: a low-latency network (0.6 Mbit/s, 20 ms) and a high-bandwidth one (2 Mbit/s, 400 ms), both continuous",
+		Links: [2]Link{{Name: "lowlat", Rate: 600_000, RTT: 20 * time.Millisecond}, {Name: "highbw", Rate: 2_000_000, RTT: 400 * time.Millisecond}}},
+	{Name: "intermittent", Description: "intermittent: Wi-Fi hotspots (3 Mbit/s, 60 ms) that come and go (up 10 s, down 32 s on average, exponential) beside a continuous wide-area network (0.3 Mbit/s, 400 ms)",
+		Links: [2]Link{{Name: "wifi", Rate: 3_000_000, RTT: 60 * time.Millisecond, MeanUp: 10 * time.Second, MeanDown: 32 * time.Second},
+			{Name: "wide", Rate: 300_000, RTT: 400 * time.Millisecond}}},
+}
+
+func scenarioByName(n string) (Scenario, bool) {
+	for _, s := range Scenarios {
+		if s.Name == n {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Arms are the ways of using the networks.
+var Arms = []string{"single0", "single1", "mptcp", "intnw-nolabels", "intnw"}
+
+// armDescription says what an arm is.
+func armDescription(arm string, sc Scenario) string {
+	switch arm {
+	case "single0":
+		return "TCP over " + sc.Links[0].Name + " alone"
+	case "single1":
+		return "TCP over " + sc.Links[1].Name + " alone"
+	case "mptcp":
+		return "one MPTCP connection, subflows on both networks (in-kernel path manager, default scheduler)"
+	case "intnw-nolabels":
+		return "the intnw multi-socket, every message bg-large and after the one before (striped, in order)"
+	case "intnw":
+		return "the intnw multi-socket with the application's labels and dependencies"
+	}
+	return arm
+}
+
+// Workloads are the applications.
+var Workloads = []string{"sensor", "email"}
+
+// Options of an experiment.
+type Options struct {
+	OutDir    string
+	Scenarios []string // default all
+	Arms      []string // default all
+	Workloads []string // default all
+	Repeats   int      // default 1
+	// Duration is the sensor workload's length (default 120 s; the seed
+	// ran 15 minutes).
+	Duration time.Duration
+	Seed     uint64
+	Progress io.Writer
+	Logf     func(string, ...any)
+}
+
+func (o *Options) defaults() error {
+	if len(o.Scenarios) == 0 {
+		for _, s := range Scenarios {
+			o.Scenarios = append(o.Scenarios, s.Name)
+		}
+	}
+	for _, n := range o.Scenarios {
+		if _, ok := scenarioByName(n); !ok {
+			return fmt.Errorf("unknown scenario %q (scenarios: %s)", n, names(Scenarios))
+		}
+	}
+	if len(o.Arms) == 0 {
+		o.Arms = Arms
+	}
+	for _, a := range o.Arms {
+		if !slices.Contains(Arms, a) {
+			return fmt.Errorf("unknown arm %q (arms: %s)", a, strings.Join(Arms, ", "))
+		}
+	}
+	if len(o.Workloads) == 0 {
+		o.Workloads = Workloads
+	}
+	for _, w := range o.Workloads {
+		if !slices.Contains(Workloads, w) {
+			return fmt.Errorf("unknown workload %q (workloads: %s)", w, strings.Join(Workloads, ", "))
+		}
+	}
+	if o.Repeats == 0 {
+		o.Repeats = 1
+	}
+	if o.Repeats < 0 {
+		return fmt.Errorf("repeats %d is negative", o.Repeats)
+	}
+	if o.Duration == 0 {
+		o.Duration = 120 * time.Second
+	}
+	if o.Duration < 20*time.Second || o.Duration > time.Hour {
+		return fmt.Errorf("duration %v outside 20s..1h", o.Duration)
+	}
+	if o.Seed == 0 {
+		o.Seed = 2010
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+func names(ss []Scenario) string {
+	var n []string
+	for _, s := range ss {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// linkConfig is the emulator's configuration of one direction of l.
+func linkConfig(l Link, seed uint64) linkem.Config {
+	c := linkem.Config{Rate: l.Rate, Delay: l.RTT / 2, QueueBytes: max(int(float64(l.Rate)/8*0.5), 30_000), Seed: seed}
+	if l.MeanUp > 0 {
+		c.Schedule = linkem.NewExpSchedule(l.MeanUp, l.MeanDown, seed)
+	}
+	return c
+}
+
+// Run is one run's result.
+type Run struct {
+	Scenario string `json:"scenario"`
+	Workload string `json:"workload"`
+	Arm      string `json:"arm"`
+	Repeat   int    `json:"repeat"`
+	// Interactive is each interactive operation's latency (ms): the
+	// sensor's urgent messages (send to delivery), the e-mail client's
+	// on-demand fetches (request to whole reply).
+	Interactive []float64 `json:"interactive_ms"`
+	// Bulk is the background data's throughput (bytes/s) over the run
+	// (sensor) or the time to fetch every message (e-mail, seconds).
+	BulkRate float64 `json:"bulk_bytes_per_s,omitempty"`
+	BulkSecs float64 `json:"bulk_secs,omitempty"`
+	// Incomplete counts interactive operations that did not finish.
+	Incomplete int    `json:"incomplete,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+func (r Run) meanInteractive() float64 {
+	if len(r.Interactive) == 0 {
+		return math.NaN()
+	}
+	s := 0.0
+	for _, x := range r.Interactive {
+		s += x
+	}
+	return s / float64(len(r.Interactive))
+}
+
+// Results of an experiment.
+type Results struct {
+	Started time.Time `json:"started"`
+	Host    string    `json:"host"`
+	Setup   string    `json:"setup"`
+	Runs    []Run     `json:"runs"`
+}
+
+// Write writes multinet.json and multinet.md into dir.
+func (r *Results) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "multinet.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "multinet.md"), []byte(r.Markdown()), 0o644)
+}
+
+// stat is the mean over repeats of an arm's mean interactive latency and
+// bulk figure.
+func (r *Results) stat(sc, wl, arm string) (lat, bulk float64, n int) {
+	for _, run := range r.Runs {
+		if run.Scenario != sc || run.Workload != wl || run.Arm != arm || run.Error != "" {
+			continue
+		}
+		lat += run.meanInteractive()
+		if wl == "sensor" {
+			bulk += run.BulkRate
+		} else {
+			bulk += run.BulkSecs
+		}
+		n++
+	}
+	if n == 0 {
+		return math.NaN(), math.NaN(), 0
+	}
+	return lat / float64(n), bulk / float64(n), n
+}
+
+// Markdown is a table per scenario and workload: each arm's interactive
+// latency and bulk figure, and the labelled multi-socket's ratios to it.
+func (r *Results) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Seed 002: Intentional Networking in the testbed\n\n%s\n\n%s\n\n", r.Host, r.Setup)
+	seen := map[[2]string]bool{}
+	for _, run := range r.Runs {
+		k := [2]string{run.Scenario, run.Workload}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		sc, _ := scenarioByName(run.Scenario)
+		bulkHead := "bulk throughput"
+		if run.Workload == "email" {
+			bulkHead = "all messages fetched in"
+		}
+		fmt.Fprintf(&b, "## %s, %s\n\n%s.\n\n| arm | interactive (mean) | %s | intnw's interactive better by | intnw's bulk vs. this arm |\n|---|---|---|---|---|\n",
+			run.Scenario, run.Workload, sc.Description, bulkHead)
+		ilat, ibulk, _ := r.stat(run.Scenario, run.Workload, "intnw")
+		for _, arm := range Arms {
+			lat, bulk, n := r.stat(run.Scenario, run.Workload, arm)
+			if n == 0 {
+				continue
+			}
+			bulkS, ratio := fmt.Sprintf("%.1f KB/s", bulk/1e3), ibulk/bulk
+			if run.Workload == "email" {
+				bulkS, ratio = fmt.Sprintf("%.1f s", bulk), bulk/ibulk
+			}
+			fmt.Fprintf(&b, "| %s (%s) | %.0f ms | %s | %.2fx | %+.1f %% |\n", arm, armDescription(arm, sc), lat, bulkS, lat/ilat, 100*(ratio-1))
+		}
+		b.WriteString("\n")
+	}
+	for _, run := range r.Runs {
+		if run.Error != "" {
+			fmt.Fprintf(&b, "- %s/%s/%s repeat %d: error: %s\n", run.Scenario, run.Workload, run.Arm, run.Repeat, run.Error)
+		}
+		if run.Incomplete > 0 {
+			fmt.Fprintf(&b, "- %s/%s/%s repeat %d: %d interactive operations did not finish\n", run.Scenario, run.Workload, run.Arm, run.Repeat, run.Incomplete)
+		}
+	}
+	return b.String()
+}

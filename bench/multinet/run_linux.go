@@ -1,0 +1,377 @@
+package multinet
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/intnw"
+	"github.com/lanes-qos/lanes/testbed/linkem"
+	"github.com/lanes-qos/lanes/testbed/netns"
+)
+
+// Experiment runs every scenario, workload and arm Repeats times, each on
+// a fresh topology, and writes multinet.json and multinet.md into
+// opts.OutDir.
+func Experiment(ctx context.Context, opts Options) (*Results, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, fmt.Errorf("multinet: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("multinet: needs root (network namespaces)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return nil, fmt.Errorf("multinet: %w (apt-get install iproute2)", err)
+	}
+	unlock, err := netns.LockHost(ctx, func() {
+		fmt.Fprintf(opts.Progress, "multinet: waiting for another testbed user (%s)\n", netns.LockPath)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("multinet: %w", err)
+	}
+	defer unlock()
+	res := &Results{Started: time.Now().UTC(), Host: fmt.Sprintf("Linux %s", features.KernelRelease()),
+		Setup: fmt.Sprintf("Each run on a fresh two-network topology (the link emulator per network, the same rate and half the RTT each way, a drop-tail queue of half a second); "+
+			"sensor: a 4 KB summary (bg-small) and 25 KB of raw data (bg-large, after its summary) every second for %v, and three episodes of five urgent 256-byte messages (fg-small) in 7 s, latency from send to delivery; "+
+			"email: the client asks for 100 headers (fg-small, answered fg-large), the server then sends 100 messages of 50 B to 256 KB (log-uniform, seed %d; bg), and the client opens the last five one a second (fg-small request, fg reply), latency from request to whole reply. Seed %d.",
+			opts.Duration, opts.Seed, opts.Seed)}
+	port := uint16(7200)
+	for rep := 0; rep < opts.Repeats; rep++ {
+		for _, scn := range opts.Scenarios {
+			sc, _ := scenarioByName(scn)
+			for _, wl := range opts.Workloads {
+				for _, arm := range opts.Arms {
+					if ctx.Err() != nil {
+						return res, ctx.Err()
+					}
+					port++
+					run := runOne(ctx, opts, sc, wl, arm, rep, port)
+					res.Runs = append(res.Runs, run)
+					if run.Error != "" {
+						fmt.Fprintf(opts.Progress, "multinet: %s %s %s: ERROR %s\n", scn, wl, arm, run.Error)
+						continue
+					}
+					bulk := fmt.Sprintf("bulk %.1f KB/s", run.BulkRate/1e3)
+					if wl == "email" {
+						bulk = fmt.Sprintf("all fetched in %.1f s", run.BulkSecs)
+					}
+					fmt.Fprintf(opts.Progress, "multinet: %s %s %s: interactive %.0f ms (%d ops, %d unfinished), %s\n",
+						scn, wl, arm, run.meanInteractive(), len(run.Interactive), run.Incomplete, bulk)
+				}
+			}
+		}
+	}
+	return res, res.Write(opts.OutDir)
+}
+
+func runOne(ctx context.Context, opts Options, sc Scenario, wl, arm string, rep int, port uint16) (run Run) {
+	run = Run{Scenario: sc.Name, Workload: wl, Arm: arm, Repeat: rep}
+	topo, err := netns.New(2, opts.Logf)
+	if err != nil {
+		run.Error = err.Error()
+		return run
+	}
+	defer topo.Close()
+	for i, l := range sc.Links {
+		seed := opts.Seed + uint64(rep)*10 + uint64(i)
+		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: linkConfig(l, seed), Down: linkConfig(l, seed), Realtime: true, Logf: opts.Logf})
+		if err != nil {
+			run.Error = err.Error()
+			return run
+		}
+		defer em.Stop()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	client, server, err := connect(cctx, arm, topo, sc, port, opts.Logf)
+	cancel()
+	if err != nil {
+		run.Error = fmt.Sprintf("connect: %v", err)
+		return run
+	}
+	defer client.close()
+	defer server.close()
+	switch wl {
+	case "sensor":
+		sensor(ctx, opts, client, server, &run)
+	case "email":
+		email(ctx, opts, client, server, &run)
+	}
+	return run
+}
+
+// Message kinds of the workloads: the first byte of each message, then
+// the send time (ns since the run's start) and a sequence number.
+const (
+	kUrgent byte = iota + 1
+	kSummary
+	kRaw
+	kHeadersReq
+	kHeaders
+	kBody    // pushed in the background
+	kBodyReq // an on-demand fetch
+	kBodyFG  // its reply
+	hdrLen   = 1 + 8 + 4
+)
+
+func msg(kind byte, start time.Time, seq uint32, size int) []byte {
+	b := make([]byte, max(size, hdrLen))
+	b[0] = kind
+	binary.BigEndian.PutUint64(b[1:], uint64(time.Since(start)))
+	binary.BigEndian.PutUint32(b[9:], seq)
+	return b
+}
+
+func parse(b []byte) (kind byte, sent time.Duration, seq uint32, ok bool) {
+	if len(b) < hdrLen {
+		return 0, 0, 0, false
+	}
+	return b[0], time.Duration(binary.BigEndian.Uint64(b[1:])), binary.BigEndian.Uint32(b[9:]), true
+}
+
+// sensor is the vehicular sensing application: the client sends, the
+// server receives.
+func sensor(ctx context.Context, opts Options, client, server transport, run *Run) {
+	start := time.Now()
+	var mu sync.Mutex
+	urgentAt := map[uint32]bool{}
+	var bulk int64
+	rctx, cancel := context.WithTimeout(ctx, opts.Duration+15*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			m, err := server.recv(rctx)
+			if err != nil {
+				return
+			}
+			kind, sent, seq, ok := parse(m.data)
+			if !ok {
+				continue
+			}
+			now := time.Since(start)
+			mu.Lock()
+			switch kind {
+			case kUrgent:
+				if !urgentAt[seq] {
+					urgentAt[seq] = true
+					run.Interactive = append(run.Interactive, float64(now-sent)/1e6)
+				}
+			case kSummary, kRaw:
+				if now <= opts.Duration {
+					bulk += int64(len(m.data))
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	// Urgent episodes at 15, 50 and 85 % of the run: five messages 1.75 s
+	// apart.
+	var urgent []time.Duration
+	for _, f := range []float64{0.15, 0.5, 0.85} {
+		for k := range 5 {
+			urgent = append(urgent, time.Duration(f*float64(opts.Duration))+time.Duration(k)*1750*time.Millisecond)
+		}
+	}
+	go func() {
+		for i, at := range urgent {
+			if d := time.Until(start.Add(at)); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-rctx.Done():
+					return
+				}
+			}
+			if _, err := client.send(intnw.FGSmall, nil, msg(kUrgent, start, uint32(i), 256)); err != nil {
+				return
+			}
+		}
+	}()
+	for sec := 0; time.Duration(sec)*time.Second < opts.Duration; sec++ {
+		if d := time.Until(start.Add(time.Duration(sec) * time.Second)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-rctx.Done():
+			}
+		}
+		if rctx.Err() != nil {
+			break
+		}
+		id, err := client.send(intnw.BGSmall, nil, msg(kSummary, start, uint32(sec), 4096))
+		if err != nil {
+			run.Error = fmt.Sprintf("send: %v", err)
+			break
+		}
+		if _, err := client.send(intnw.BGLarge, []uint64{id}, msg(kRaw, start, uint32(sec), 25*1024)); err != nil {
+			run.Error = fmt.Sprintf("send: %v", err)
+			break
+		}
+	}
+	// Wait for the urgent messages still under way.
+	for end := start.Add(opts.Duration + 15*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := len(urgentAt)
+		mu.Unlock()
+		if n == len(urgent) {
+			break
+		}
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	run.Incomplete = len(urgent) - len(urgentAt)
+	run.BulkRate = float64(bulk) / opts.Duration.Seconds()
+}
+
+// bodySizes are the 100 messages' sizes, log-uniform in 50 B .. 256 KB.
+func bodySizes(seed uint64) []int {
+	rng := rand.New(rand.NewPCG(seed, 100))
+	out := make([]int, 100)
+	for i := range out {
+		out[i] = int(math.Exp(math.Log(50) + rng.Float64()*(math.Log(256<<10)-math.Log(50))))
+	}
+	return out
+}
+
+// label is the e-mail proxy's label for a reply of n bytes.
+func label(fg bool, n int) intnw.Label {
+	l := intnw.FGSmall
+	if !fg {
+		l = intnw.BGSmall
+	}
+	if n > 16<<10 {
+		l |= intnw.Large
+	}
+	return l
+}
+
+// email is the e-mail client after a disconnection: headers, then every
+// message in the background while the user opens five.
+func email(ctx context.Context, opts Options, client, server transport, run *Run) {
+	sizes := bodySizes(opts.Seed)
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	// The server answers the headers request with the headers and then
+	// pushes every message; an on-demand request gets its message at
+	// once, in the foreground.
+	go func() {
+		for {
+			m, err := server.recv(rctx)
+			if err != nil {
+				return
+			}
+			kind, _, seq, ok := parse(m.data)
+			if !ok {
+				continue
+			}
+			switch kind {
+			case kHeadersReq:
+				if _, err := server.send(label(true, 100*200), nil, msg(kHeaders, start, 0, 100*200)); err != nil {
+					return
+				}
+				for i, n := range sizes {
+					if _, err := server.send(label(false, n), nil, msg(kBody, start, uint32(i), n)); err != nil {
+						return
+					}
+				}
+			case kBodyReq:
+				if int(seq) < len(sizes) {
+					if _, err := server.send(label(true, sizes[seq]), nil, msg(kBodyFG, start, seq, sizes[seq])); err != nil {
+						return
+					}
+				}
+			}
+		}
+	}()
+	if _, err := client.send(intnw.FGSmall, nil, msg(kHeadersReq, start, 0, 64)); err != nil {
+		run.Error = fmt.Sprintf("send: %v", err)
+		return
+	}
+	asked := map[uint32]time.Duration{}
+	got := map[uint32]bool{}
+	bodies := 0
+	var headersAt time.Duration
+	next := 0
+	open := []uint32{95, 96, 97, 98, 99}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	in := make(chan message, 256)
+	go func() {
+		defer close(in)
+		for {
+			m, err := client.recv(rctx)
+			if err != nil {
+				return
+			}
+			in <- m
+		}
+	}()
+	for bodies < len(sizes) || len(got) < len(open) {
+		select {
+		case m, ok := <-in:
+			if !ok {
+				run.Incomplete = len(open) - len(got)
+				run.Error = fmt.Sprintf("%d of %d messages fetched in %v", bodies, len(sizes), time.Since(start).Round(time.Second))
+				return
+			}
+			kind, _, seq, _ := parse(m.data)
+			now := time.Since(start)
+			switch kind {
+			case kHeaders:
+				headersAt = now
+			case kBody:
+				bodies++
+				if bodies == len(sizes) {
+					run.BulkSecs = now.Seconds()
+				}
+			case kBodyFG:
+				if at, ok := asked[seq]; ok && !got[seq] {
+					got[seq] = true
+					run.Interactive = append(run.Interactive, float64(now-at)/1e6)
+				}
+			}
+		case <-tick.C:
+			// The user opens a message a second, from a second after the
+			// headers came.
+			if headersAt > 0 && next < len(open) && time.Since(start) >= headersAt+time.Duration(next+1)*time.Second {
+				seq := open[next]
+				next++
+				asked[seq] = time.Since(start)
+				if _, err := client.send(intnw.FGSmall, nil, msg(kBodyReq, start, seq, 64)); err != nil {
+					run.Error = fmt.Sprintf("send: %v", err)
+					return
+				}
+			}
+		case <-rctx.Done():
+			run.Incomplete = len(open) - len(got)
+			run.Error = fmt.Sprintf("%d of %d messages fetched in %v", bodies, len(sizes), time.Since(start).Round(time.Second))
+			return
+		}
+	}
+}
+
+// setupMPTCP lets the client open a second subflow: both ends accept two
+// subflows, and the server announces its address on network other.
+func setupMPTCP(topo *netns.Topology, other int) error {
+	cmds := [][]string{
+		{"-n", topo.Src, "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"},
+		{"-n", topo.Dst, "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"},
+		{"-n", topo.Dst, "mptcp", "endpoint", "add", topo.Paths[other].DstAddr.String(), "dev", topo.Paths[other].DstDev, "signal"},
+	}
+	for _, c := range cmds {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %v: %v: %s", c, err, out)
+		}
+	}
+	return nil
+}

@@ -27,12 +27,7 @@ func TestReserveRecords(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 	pid := c.Process.Pid
-	for i := 0; i < 200; i++ {
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(b) == "sleep\n" {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitExec(t, pid, "sleep")
 	sched := func() cpu.ThreadSched {
 		t.Helper()
 		s, err := cpu.GetThreadSched(pid)
@@ -100,11 +95,25 @@ func TestReserveRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Process.Kill(); rt.Wait() })
-	time.Sleep(50 * time.Millisecond)
+	// chrt sets its policy and then execs: once the process is sleep it
+	// is under SCHED_FIFO (a fixed wait was too short under emulation).
+	waitExec(t, rt.Process.Pid, "sleep")
 	if err := e.Reserve(rt.Process.Pid, map[int]time.Duration{rt.Process.Pid: time.Millisecond}, 10*time.Millisecond, "rsv"); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := cpu.GetThreadSched(rt.Process.Pid); s.Policy != 1 {
 		t.Errorf("a SCHED_FIFO thread was changed to policy %d", s.Policy)
 	}
+}
+
+// waitExec waits until process pid runs comm (a wrapper such as nice or
+// chrt has set the process up and exec'd it), at most 10 s.
+func waitExec(t *testing.T, pid int, comm string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(b) == comm+"\n" {
+			return
+		}
+	}
+	t.Fatalf("process %d does not run %s after 10 s", pid, comm)
 }

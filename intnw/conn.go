@@ -181,15 +181,15 @@ type Conn struct {
 }
 
 type pathState struct {
-	idx      int
-	cfg      Path
-	tc       *net.TCPConn
-	gen      int
-	up       bool
-	wake     chan struct{}
-	stop     chan struct{}
-	wrote    chan struct{} // closed when the writer of this connection returns
-	ctrl     []*frame
+	idx   int
+	cfg   Path
+	tc    *net.TCPConn
+	gen   int
+	up    bool
+	wake  chan struct{}
+	stop  chan struct{}
+	wrote chan struct{} // closed when the writer of this connection returns
+	ctrl  []*frame
 	// acks acknowledge the chunks received on this path. They go back on
 	// it: were the path lost, the chunks would be sent again over another
 	// and acknowledged there (an ack on another path could be lost with

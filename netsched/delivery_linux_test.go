@@ -103,10 +103,17 @@ func TestDeliveryMeter(t *testing.T) {
 		sent, mbit(goodput), delivered, inflight, sockets, limited)
 	// The meter misses what a connection delivered before the read that
 	// first saw it (under 50 ms of the flow) and adds the control
-	// connection's few bytes.
-	if r := float64(delivered) / sent; r < 0.9 || r > 1.1 {
-		t.Errorf("delivered %d bytes, %.0f%% of the %.0f iperf3 sent: want within 10%% (the loopback transfer's %s would be 10 times more)",
-			delivered, 100*r, sent, "200 Mbit/s")
+	// connection's few bytes. Under emulation that first read comes
+	// later (hundreds of ms into a 3-s flow: 10% missed in the kernel
+	// matrix), so the lower bound is wider there; the loopback transfer
+	// would still show as ten times too much.
+	low := 0.9
+	if testutil.Emulated() {
+		low = 0.7
+	}
+	if r := float64(delivered) / sent; r < low || r > 1.1 {
+		t.Errorf("delivered %d bytes, %.0f%% of the %.0f iperf3 sent: want %.0f%% to 110%% (the loopback transfer's %s would be 10 times more)",
+			delivered, 100*r, sent, 100*low, "200 Mbit/s")
 	}
 	if inflight == 0 || sockets == 0 {
 		t.Errorf("no bytes in flight (%d) or no socket (%d) seen during a greedy upload", inflight, sockets)

@@ -197,6 +197,7 @@ type pathState struct {
 	acks     []ackEntry
 	fgOut    int // foreground chunks in flight on the path
 	lat, bw  flipFlop
+	minRTT   time.Duration // the socket's least RTT (TCP_INFO)
 	outq     int
 	sent     uint64
 	received uint64
@@ -383,7 +384,10 @@ func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
 		}
 		if !l.Foreground() {
 			window := c.anticipationLocked(now)
-			limit := int(p.bw.value() * window.Seconds())
+			// Bytes in flight up to the path's bandwidth-delay product are
+			// in the pipe, not ahead of a foreground message in a queue:
+			// the bound is the pipe and what the path sends in the window.
+			limit := int(p.bw.value() * (p.minRTT + window).Seconds())
 			p.outq = socketQueue(p.tc)
 			if p.outq > 0 && p.outq+len(c.snd.queues[l][0].data) > limit {
 				return nil, max(window/10, 2*time.Millisecond)
@@ -584,6 +588,7 @@ func (c *Conn) sampler() {
 			if st.rtt > 0 {
 				p.lat.add(st.rtt.Seconds())
 			}
+			p.minRTT = st.minRTT
 			// A rate limited by what we had to send is a floor, not the
 			// path's bandwidth.
 			if st.deliveryRate > 0 && (!st.appLimited || st.deliveryRate > p.bw.value()) {

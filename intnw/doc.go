@@ -13,7 +13,8 @@
 // one of most bandwidth, background striped over the paths not carrying
 // foreground, and held to what a path can send in 50 ms after foreground
 // traffic (growing to a second while none comes: the seed's anticipatory
-// scheduling). Paths are measured from the kernel's TCP_INFO of their
+// scheduling) beyond what fills its pipe (its bandwidth times its least
+// RTT: bytes in flight that are not queued ahead of anything). Paths are measured from the kernel's TCP_INFO of their
 // sockets. When a path goes (its address or route removed, its socket
 // failing) what it had sent and the peer had not acknowledged goes again on
 // another path: no byte is lost and the peer delivers no IROB twice. A

@@ -1,0 +1,64 @@
+package multinet
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOptions(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Scenarios: []string{"moon"}}, `unknown scenario "moon" (scenarios: hotspot, intermittent)`},
+		{Options{Arms: []string{"quic"}}, `unknown arm "quic"`},
+		{Options{Workloads: []string{"video"}}, `unknown workload "video" (workloads: sensor, email)`},
+		{Options{Repeats: -1}, "repeats -1 is negative"},
+		{Options{Duration: time.Second}, "duration 1s outside 20s..1h"},
+	} {
+		if err := c.o.defaults(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+	var o Options
+	if err := o.defaults(); err != nil || len(o.Arms) != 5 || len(o.Scenarios) != 2 || o.Duration != 120*time.Second {
+		t.Errorf("defaults %+v, %v", o, err)
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	r := &Results{Host: "h", Setup: "s", Runs: []Run{
+		{Scenario: "hotspot", Workload: "email", Arm: "mptcp", Interactive: []float64{4000, 6000}, BulkSecs: 8},
+		{Scenario: "hotspot", Workload: "email", Arm: "intnw", Interactive: []float64{500, 500}, BulkSecs: 8.4},
+		{Scenario: "hotspot", Workload: "sensor", Arm: "mptcp", Interactive: []float64{100}, BulkRate: 29000},
+		{Scenario: "hotspot", Workload: "sensor", Arm: "intnw", Interactive: []float64{50}, BulkRate: 29000},
+		{Scenario: "hotspot", Workload: "sensor", Arm: "single1", Error: "boom"},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"## hotspot, email",
+		"| mptcp (one MPTCP connection, subflows on both networks (in-kernel path manager, default scheduler)) | 5000 ms | 8.0 s | 10.00x | -4.8 % |",
+		"| intnw (the intnw multi-socket with the application's labels and dependencies) | 500 ms | 8.4 s | 1.00x | +0.0 % |",
+		"| mptcp (one MPTCP connection, subflows on both networks (in-kernel path manager, default scheduler)) | 100 ms | 29.0 KB/s | 2.00x | +0.0 % |",
+		"- hotspot/sensor/single1 repeat 0: error: boom",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestBodySizes(t *testing.T) {
+	s := bodySizes(2010)
+	total := 0
+	for _, n := range s {
+		if n < 50 || n > 256<<10 {
+			t.Fatalf("size %d outside 50 B..256 KB", n)
+		}
+		total += n
+	}
+	if len(s) != 100 || total < 1e6 || total > 6e6 {
+		t.Errorf("%d messages, %d bytes in all: want 100 of about 3 MB", len(s), total)
+	}
+}

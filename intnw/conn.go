@@ -90,6 +90,11 @@ const (
 	AnticipateMax = time.Second
 	// sampleEvery is how often the paths' sockets are read (TCP_INFO).
 	sampleEvery = 50 * time.Millisecond
+	// probeEvery is how often a path is pinged.
+	probeEvery = 250 * time.Millisecond
+	// stallMin is the least time a ping may wait for its pong before its
+	// path is taken for stalled.
+	stallMin = 500 * time.Millisecond
 	// maxPaths bounds the paths of one multi-socket.
 	maxPaths = 64
 	// handshakeTimeout bounds a path's hello and welcome.
@@ -141,6 +146,9 @@ type PathStatus struct {
 	Name          string
 	Local, Remote string
 	Up            bool
+	// Stalled: up, but its pings go unanswered (the network holds its
+	// packets); it carries nothing new until they are answered.
+	Stalled bool
 	// RTT is the filtered smoothed round trip of the path's socket.
 	RTT time.Duration
 	// Bandwidth is the filtered delivery rate in bit/s (the path's hint
@@ -194,10 +202,18 @@ type pathState struct {
 	// it: were the path lost, the chunks would be sent again over another
 	// and acknowledged there (an ack on another path could be lost with
 	// that path while the chunk's own path lives on).
-	acks     []ackEntry
-	fgOut    int // foreground chunks in flight on the path
-	lat, bw  flipFlop
-	minRTT   time.Duration // the socket's least RTT (TCP_INFO)
+	acks    []ackEntry
+	fgOut   int // foreground chunks in flight on the path
+	lat, bw flipFlop
+	minRTT  time.Duration // the socket's least RTT (TCP_INFO)
+	// Probing: a ping goes out every probeEvery; a path whose ping has
+	// waited longer than stallAfter for its pong is stalled (the network
+	// holds its packets: out of range, not yet gone) and carries nothing
+	// new until a pong comes.
+	pingSent time.Time // of the outstanding ping (zero: none)
+	pingSeq  uint32
+	lastPong time.Time
+	stalled  bool
 	outq     int
 	sent     uint64
 	received uint64
@@ -240,6 +256,7 @@ func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
 	p.cfg, p.tc, p.up, p.lastErr = cfg, tc, true, nil
 	p.gen++
 	p.stop, p.wrote = make(chan struct{}), make(chan struct{})
+	p.pingSent, p.lastPong, p.stalled = time.Time{}, time.Time{}, false
 	if p.bw.n == 0 {
 		bw := defaultBandwidth
 		if cfg.Bandwidth > 0 {
@@ -336,10 +353,26 @@ func (c *Conn) liveLocked() []*pathState {
 	return out
 }
 
-// fastestLocked is the live path of least latency (nil: none).
+// usablePathsLocked are the live paths not stalled, or all live paths if
+// every one is.
+func (c *Conn) usablePathsLocked() []*pathState {
+	live := c.liveLocked()
+	var out []*pathState
+	for _, p := range live {
+		if !p.stalled {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return live
+	}
+	return out
+}
+
+// fastestLocked is the usable path of least latency (nil: none).
 func (c *Conn) fastestLocked() *pathState {
 	var best *pathState
-	for _, p := range c.liveLocked() {
+	for _, p := range c.usablePathsLocked() {
 		if best == nil || p.lat.value() < best.lat.value() {
 			best = p
 		}
@@ -347,10 +380,10 @@ func (c *Conn) fastestLocked() *pathState {
 	return best
 }
 
-// widestLocked is the live path of most bandwidth (nil: none).
+// widestLocked is the usable path of most bandwidth (nil: none).
 func (c *Conn) widestLocked() *pathState {
 	var best *pathState
-	for _, p := range c.liveLocked() {
+	for _, p := range c.usablePathsLocked() {
 		if best == nil || p.bw.value() > best.bw.value() {
 			best = p
 		}
@@ -367,6 +400,9 @@ func (c *Conn) anticipationLocked(now time.Time) time.Duration {
 // pickLocked takes the next chunk path p sends, if any, and says when to
 // look again if background data waits for the anticipatory bound.
 func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
+	if !slices.Contains(c.usablePathsLocked(), p) {
+		return nil, 0 // stalled while another path answers
+	}
 	var order []Label
 	if p == c.fastestLocked() {
 		order = append(order, FGSmall)
@@ -409,6 +445,16 @@ func (c *Conn) fillLocked(p *pathState, b []byte, now time.Time) ([]byte, time.D
 		b = appendFrame(b, f)
 	}
 	p.ctrl = p.ctrl[:0]
+	var ping time.Duration
+	if p.pingSent.IsZero() {
+		if since := now.Sub(p.lastPong); since >= probeEvery {
+			p.pingSeq++
+			p.pingSent = now
+			b = appendFrame(b, &frame{typ: tPing, id: uint64(now.UnixNano()), aux: p.pingSeq})
+		} else {
+			ping = probeEvery - since
+		}
+	}
 	for len(p.acks) > 0 {
 		n := min(len(p.acks), maxAcks)
 		b = appendFrame(b, &frame{typ: tAck, acks: p.acks[:n]})
@@ -421,6 +467,9 @@ func (c *Conn) fillLocked(p *pathState, b []byte, now time.Time) ([]byte, time.D
 	ch, retry := c.pickLocked(p, now)
 	if ch != nil {
 		b = appendFrame(b, ch.frame())
+	}
+	if ping > 0 && (retry == 0 || ping < retry) {
+		retry = ping
 	}
 	return b, retry
 }
@@ -543,6 +592,16 @@ func (c *Conn) handleLocked(p *pathState, f *frame) {
 		p.ctrl = append(p.ctrl, &frame{typ: tPong, id: f.id, aux: f.aux})
 		kick(p)
 	case tPong:
+		if f.aux == p.pingSeq && !p.pingSent.IsZero() {
+			p.pingSent = time.Time{}
+			p.lastPong = time.Now()
+			if p.stalled {
+				p.stalled = false
+				c.opts.Logf("path %s answers again", c.statusLocked(p).Name)
+				c.kickLocked()
+			}
+			kick(p)
+		}
 	case tPathDown:
 		if int(f.aux) < len(c.paths) && int(f.aux) != p.idx {
 			c.downLocked(c.paths[f.aux], errors.New("the peer lost it"), false)
@@ -596,6 +655,16 @@ func (c *Conn) sampler() {
 			}
 			p.outq = st.outq
 		}
+		now := time.Now()
+		for _, p := range c.liveLocked() {
+			if !p.stalled && !p.pingSent.IsZero() && now.Sub(p.pingSent) > c.stallAfterLocked(p) {
+				p.stalled = true
+				n := c.snd.requeue(p.idx)
+				p.fgOut = 0
+				c.opts.Logf("path %s stalled (no pong in %v): %d chunks to send again on other paths",
+					c.statusLocked(p).Name, now.Sub(p.pingSent).Round(time.Millisecond), n)
+			}
+		}
 		c.fireThunksLocked()
 		if !c.noPathSince.IsZero() && time.Since(c.noPathSince) > c.opts.Linger && c.err == nil {
 			c.failLocked(ErrNoPath)
@@ -603,6 +672,17 @@ func (c *Conn) sampler() {
 		c.kickLocked()
 		c.mu.Unlock()
 	}
+}
+
+// stallAfterLocked is how long p's ping may wait for its pong: three
+// round trips, at least stallMin, and the time to drain what its socket
+// holds ahead of the ping.
+func (c *Conn) stallAfterLocked(p *pathState) time.Duration {
+	d := max(stallMin, time.Duration(3*p.lat.value()*float64(time.Second)))
+	if bw := p.bw.value(); bw > 0 {
+		d += time.Duration(float64(p.outq) / bw * float64(time.Second))
+	}
+	return d
 }
 
 // appropriateLocked says whether label l has a path that suits it now.
@@ -864,7 +944,7 @@ func (c *Conn) Paths() []PathStatus {
 }
 
 func (c *Conn) statusLocked(p *pathState) PathStatus {
-	st := PathStatus{Index: p.idx, Name: p.cfg.Name, Up: p.up, RTT: time.Duration(p.lat.value() * float64(time.Second)),
+	st := PathStatus{Index: p.idx, Name: p.cfg.Name, Up: p.up, Stalled: p.up && p.stalled, RTT: time.Duration(p.lat.value() * float64(time.Second)),
 		Bandwidth: p.bw.value() * 8, Queued: p.outq, Sent: p.sent, Received: p.received}
 	if st.Name == "" {
 		st.Name = fmt.Sprintf("path%d", p.idx)

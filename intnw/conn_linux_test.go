@@ -32,6 +32,14 @@ type testbed struct {
 
 func newTestbed(t *testing.T, links ...linkem.Config) *testbed {
 	t.Helper()
+	tb, _ := newTestbedAt(t, links...)
+	return tb
+}
+
+// newTestbedAt is newTestbed, also returning when the emulators started
+// (their schedules count from then).
+func newTestbedAt(t *testing.T, links ...linkem.Config) (*testbed, time.Time) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	topo, err := netns.New(len(links), t.Logf)
 	if err != nil {
@@ -43,6 +51,7 @@ func newTestbed(t *testing.T, links ...linkem.Config) *testbed {
 		}
 	})
 	tb := &testbed{topo: topo}
+	started := time.Now()
 	for i, cfg := range links {
 		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: cfg, Down: cfg, Logf: t.Logf})
 		if err != nil {
@@ -59,7 +68,7 @@ func newTestbed(t *testing.T, links ...linkem.Config) *testbed {
 		tb.paths = append(tb.paths, Path{Name: fmt.Sprintf("net%d", i), Local: p.SrcAddr,
 			Remote: netip.AddrPortFrom(p.DstAddr, 7100), Bandwidth: float64(links[i].Rate)})
 	}
-	return tb
+	return tb, started
 }
 
 func prefixed(t *testing.T, who string) func(string, ...any) {
@@ -411,4 +420,60 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("waited %v for %s", d, what)
 		}
 	}
+}
+
+// A path whose network holds its packets (out of range, its address
+// still there) is found stalled by its unanswered pings: foreground
+// messages move to the other path within about a second, none is lost,
+// and the path is used again once it answers.
+func TestStalledPath(t *testing.T) {
+	outage := linkem.Interval{Start: 3 * time.Second, End: 9 * time.Second}
+	fast := linkem.Config{Rate: 10_000_000, Delay: 5 * ms, QueuePackets: 300, Schedule: &linkem.FixedSchedule{Down: []linkem.Interval{outage}}}
+	slow := linkem.Config{Rate: 10_000_000, Delay: 100 * ms, QueuePackets: 300}
+	tb, started := newTestbedAt(t, fast, slow)
+	c, s := tb.dial(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 120 // one every 100 ms: 12 s
+	lat := make([]time.Duration, n)
+	recvd := make(chan error, 1)
+	go func() {
+		for range n {
+			m, err := s.Recv(ctx)
+			if err != nil {
+				recvd <- err
+				return
+			}
+			var i int
+			var sent time.Duration
+			fmt.Sscanf(string(m.Data), "%d %d", &i, &sent)
+			lat[i] = time.Since(started) - sent
+		}
+		recvd <- nil
+	}()
+	sawStall := false
+	for i := range n {
+		time.Sleep(time.Until(started.Add(time.Duration(i) * 100 * ms)))
+		if _, err := c.SendAfter(FGSmall, nil, []byte(fmt.Sprintf("%d %d", i, time.Since(started))), nil); err != nil {
+			t.Fatal(err)
+		}
+		if ps := c.Paths(); ps[0].Stalled {
+			sawStall = true
+		}
+	}
+	if err := <-recvd; err != nil {
+		t.Fatal(err)
+	}
+	if !sawStall {
+		t.Errorf("the held path was never stalled: %+v", c.Paths())
+	}
+	// Sent from a second and a half into the outage to its end: on the
+	// other path (100 ms one way), well under the outage's 6 s.
+	for i := 45; i < 90; i++ {
+		if lat[i] > time.Second {
+			t.Errorf("message %d (sent %v after the start) took %v: not moved off the held path", i, time.Duration(i)*100*ms, lat[i])
+		}
+	}
+	waitFor(t, 5*time.Second, "the path to answer again", func() bool { return !c.Paths()[0].Stalled })
+	t.Logf("latencies: before %v, in the outage %v, after %v", lat[10], lat[60], lat[110])
 }

@@ -29,6 +29,9 @@ func Dial(ctx context.Context, paths []Path, opts *Options) (*Conn, error) {
 	for i, p := range paths {
 		c.path(i).cfg = p
 	}
+	// Watching before the first dial: an address removed at any time
+	// after Dial returns is seen.
+	stopWatch := c.watchAddresses()
 	type result struct {
 		i   int
 		err error
@@ -52,9 +55,10 @@ func Dial(ctx context.Context, paths []Path, opts *Options) (*Conn, error) {
 		c.mu.Lock()
 		c.failLocked(ErrNoPath)
 		c.mu.Unlock()
+		stopWatch()
 		return nil, fmt.Errorf("intnw: no path to the peer: %w", errors.Join(errs...))
 	}
-	go c.redialer(len(paths))
+	go c.redialer(len(paths), stopWatch)
 	return c, nil
 }
 
@@ -145,10 +149,9 @@ func (c *Conn) dialPath(ctx context.Context, i int) (err error) {
 }
 
 // redialer retries the paths that are down.
-func (c *Conn) redialer(n int) {
+func (c *Conn) redialer(n int, stopWatch func()) {
 	t := time.NewTicker(c.opts.Redial)
 	defer t.Stop()
-	stopWatch := c.watchAddresses()
 	defer stopWatch()
 	for {
 		select {

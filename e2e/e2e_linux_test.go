@@ -124,14 +124,16 @@ func (e *env) startWith(prefix []string) {
 	// A start that shapes an interface probes and proves the root tree in
 	// throwaway namespaces: seconds natively, many times that on an
 	// emulated CPU (the kernel matrix).
-	wait := 10 * time.Second
+	wait, ask := 10*time.Second, time.Second
 	if testutil.Emulated() {
-		wait = time.Minute
+		// A status answer itself may take seconds there while lanesd is
+		// busy (a boosting lane's sockets read every 100 ms).
+		wait, ask = time.Minute, 10*time.Second
 	}
 	deadline := time.Now().Add(wait)
 	cl := client.New(e.socket)
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), ask)
 		_, err := cl.Status(ctx)
 		cancel()
 		if err == nil {

@@ -142,6 +142,13 @@ func TestReserve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if testutil.Emulated() && tt.reserve != "20%" {
+				// The C/T arm is the cfs arm's mechanism with another period:
+				// under emulation (the kernel matrix), where lanesd's starts
+				// take seconds and the shares are not asserted, it adds only
+				// time.
+				t.Skip("the same mechanism as cfs 20%; its windows are not asserted under emulation")
+			}
 			exact := tt.mechanism == "cfs" || auto.Preferred
 			if tt.mechanism == "deadline" {
 				deadlineRoom(t, 20)
@@ -221,7 +228,7 @@ func TestReserve(t *testing.T) {
 			e.stop()
 			for _, tid := range threads(t, pid) {
 				if got := policyOf(t, tid); got != 0 {
-					t.Errorf("after lanesd stopped thread %d's policy is %d, want its own 0", tid, got)
+					t.Errorf("after lanesd stopped thread %d's policy is %d, want its own 0\nlanesd's log:\n%s", tid, got, e.log)
 				}
 			}
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -86,8 +87,9 @@ func (o Options) withDefaults() Options {
 // what the path sends in AnticipateMin right after foreground traffic,
 // growing with the time since to AnticipateMax.
 const (
-	AnticipateMin = 50 * time.Millisecond
-	AnticipateMax = time.Second
+	AnticipateMin      = 50 * time.Millisecond
+	AnticipateMax      = time.Second
+	AnticipateDoubling = time.Second
 	// sampleEvery is how often the paths' sockets are read (TCP_INFO).
 	sampleEvery = 50 * time.Millisecond
 	// probeEvery is how often a path is pinged.
@@ -392,9 +394,18 @@ func (c *Conn) widestLocked() *pathState {
 }
 
 // anticipationLocked is how long the background data a path holds may
-// take to send now.
+// take to send now: AnticipateMin right after foreground traffic, doubling
+// every AnticipateDoubling without any, up to AnticipateMax. (The seed
+// gives the two ends, not the growth: doubling reaches a second after
+// 4.3 s, so foreground that comes every second or two, as urgent messages
+// in bursts do, finds little background ahead of it.)
 func (c *Conn) anticipationLocked(now time.Time) time.Duration {
-	return min(max(now.Sub(c.lastFG), AnticipateMin), AnticipateMax)
+	since := now.Sub(c.lastFG)
+	if since <= 0 {
+		return AnticipateMin
+	}
+	w := float64(AnticipateMin) * math.Exp2(float64(since)/float64(AnticipateDoubling))
+	return time.Duration(min(w, float64(AnticipateMax)))
 }
 
 // pickLocked takes the next chunk path p sends, if any, and says when to

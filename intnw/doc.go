@@ -11,15 +11,16 @@
 // reached through it) and chooses, chunk by chunk, which path carries what:
 // foreground small on the path of least latency, foreground large on the
 // one of most bandwidth, background striped over the paths not carrying
-// foreground, and held to what a path can send in 50 ms after foreground
-// traffic (growing to a second while none comes: the seed's anticipatory
-// scheduling) beyond what fills its pipe (its bandwidth times its least
-// RTT: bytes in flight that are not queued ahead of anything). Paths are measured from the kernel's TCP_INFO of their
-// sockets. When a path goes (its address or route removed, its socket
-// failing) what it had sent and the peer had not acknowledged goes again on
-// another path: no byte is lost and the peer delivers no IROB twice. A
-// label with no appropriate path defers its IROB; a thunk given with it is
-// called when one appears.
+// foreground. Background a path's socket holds is bounded by what the path
+// fills its pipe with (bandwidth times least RTT) and sends in 50 ms after
+// foreground traffic, the window doubling each second without any up to a
+// second (the seed's anticipatory scheduling). Paths are measured from the
+// kernel's TCP_INFO of their sockets and probed with pings: a path whose
+// pongs are late is stalled and carries nothing new. When a path goes (its
+// address removed, its socket failing) or stalls, what it had sent and the
+// peer had not acknowledged goes again on another path: no byte is lost and
+// the peer delivers no IROB twice. A label with no appropriate path defers
+// its IROB; a thunk given with it is called when one appears.
 //
 // The server end is the same library: Listen accepts multi-sockets and the
 // paths that join them.

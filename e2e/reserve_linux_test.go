@@ -178,7 +178,10 @@ func TestReserve(t *testing.T) {
 			// logged, and what lanesd does with the threads still checked.
 			reach := func(what, want string) {
 				t.Helper()
-				if exact {
+				// Under emulation the host's idle time that sends a lane
+				// beyond its reservation comes and goes with the guest's
+				// load: the modes are logged there too.
+				if exact && !testutil.Emulated() {
 					waitFor(t, within, what, func() bool { return mode().Mode == want })
 					return
 				}

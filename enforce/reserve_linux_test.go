@@ -117,3 +117,53 @@ func waitExec(t *testing.T, pid int, comm string) {
 	}
 	t.Fatalf("process %d does not run %s after 10 s", pid, comm)
 }
+
+// A record whose threads could not be given back stays for the next try:
+// Unreserve fails and keeps it, and RestoreReserves, once the thread can
+// take its scheduling back, gives it back and drops it. (The kernel's
+// refusal is made here with a recorded policy it does not know.)
+func TestReserveRecordKeptOnFailure(t *testing.T) {
+	e := testEngine(t)
+	c := exec.Command("sleep", "30")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	pid := c.Process.Pid
+	waitExec(t, pid, "sleep")
+	if err := e.Reserve(pid, map[int]time.Duration{pid: 200 * time.Microsecond}, 10*time.Millisecond, "rsv"); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			t.Skipf("no room in the kernel's deadline admission control: %v", err)
+		}
+		t.Fatal(err)
+	}
+	key := strconv.Itoa(pid)
+	var rec SchedRecord
+	if err := e.store.Get(state.KindSched, key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	own := rec.Threads[pid]
+	rec.Threads[pid] = cpu.ThreadSched{Policy: 77}
+	if err := e.store.Put(state.KindSched, key, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Unreserve(pid); err == nil {
+		t.Fatal("Unreserve with a policy the kernel refuses: no error")
+	}
+	if !e.Reserved(pid) {
+		t.Fatal("the record was dropped although the thread kept SCHED_DEADLINE")
+	}
+	if n, err := e.RestoreReserves(); err == nil || n != 0 || !e.Reserved(pid) {
+		t.Fatalf("RestoreReserves of the refused record: %d, %v, kept %v; want an error and the record kept", n, err, e.Reserved(pid))
+	}
+	rec.Threads[pid] = own
+	if err := e.store.Put(state.KindSched, key, rec); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.RestoreReserves(); err != nil || n != 1 || e.Reserved(pid) {
+		t.Fatalf("RestoreReserves: %d, %v, kept %v; want 1 and the record gone", n, err, e.Reserved(pid))
+	}
+	if s, _ := cpu.GetThreadSched(pid); s != own {
+		t.Errorf("after RestoreReserves %+v, want its own %+v", s, own)
+	}
+}

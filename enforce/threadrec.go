@@ -48,7 +48,8 @@ func giveBackThreads[T any](rec threadRecord[T], set func(tid int, own T) error)
 }
 
 // dropRecord gives pid's record of kind back and deletes it; nothing to
-// do for a process without one. what names the change in errors.
+// do for a process without one. A record whose threads could not all be
+// given back is kept. what names the change in errors.
 func dropRecord[T any](e *Engine, kind, what string, pid int, giveBack func(threadRecord[T]) error) error {
 	key := strconv.Itoa(pid)
 	var rec threadRecord[T]
@@ -58,14 +59,16 @@ func dropRecord[T any](e *Engine, kind, what string, pid int, giveBack func(thre
 		}
 		return fmt.Errorf("%s pid %d: %w", what, pid, err)
 	}
-	err := giveBack(rec)
-	if derr := e.store.Delete(kind, key); derr != nil {
-		err = errors.Join(err, derr)
+	if err := giveBack(rec); err != nil {
+		// The record stays: what could not be given back now is given
+		// back at stop, by lanesd --cleanup or after a crash.
+		return err
 	}
-	return err
+	return e.store.Delete(kind, key)
 }
 
-// restoreRecords gives back and deletes every record of kind: at stop,
+// restoreRecords gives back and deletes every record of kind (keeping
+// those it could not give back whole, for the next try): at stop,
 // in lanesd --cleanup, and at start for those a crashed lanesd left. It
 // returns how many processes it reached. what names the records in
 // errors.
@@ -81,7 +84,9 @@ func restoreRecords[T any](e *Engine, kind, what string, giveBack func(threadRec
 		if err := json.Unmarshal(r.Data, &rec); err != nil {
 			errs = append(errs, fmt.Errorf("%s record %s: %w", what, r.Key, err))
 		} else if err := giveBack(rec); err != nil {
+			// Kept for the next try (lanesd --cleanup, the next start).
 			errs = append(errs, err)
+			continue
 		} else {
 			n++
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -271,4 +272,14 @@ func (r *Results) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// bodySizes are the 100 messages' sizes, log-uniform in 50 B .. 256 KB.
+func bodySizes(seed uint64) []int {
+	rng := rand.New(rand.NewPCG(seed, 100))
+	out := make([]int, 100)
+	for i := range out {
+		out[i] = int(math.Exp(math.Log(50) + rng.Float64()*(math.Log(256<<10)-math.Log(50))))
+	}
+	return out
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"sync"
@@ -230,16 +228,6 @@ func sensor(ctx context.Context, opts Options, client, server transport, run *Ru
 	defer mu.Unlock()
 	run.Incomplete = len(urgent) - len(urgentAt)
 	run.BulkRate = float64(bulk) / opts.Duration.Seconds()
-}
-
-// bodySizes are the 100 messages' sizes, log-uniform in 50 B .. 256 KB.
-func bodySizes(seed uint64) []int {
-	rng := rand.New(rand.NewPCG(seed, 100))
-	out := make([]int, 100)
-	for i := range out {
-		out[i] = int(math.Exp(math.Log(50) + rng.Float64()*(math.Log(256<<10)-math.Log(50))))
-	}
-	return out
 }
 
 // label is the e-mail proxy's label for a reply of n bytes.

@@ -210,12 +210,13 @@ func (r *Results) Write(dir string) error {
 }
 
 // stat is the mean over repeats of an arm's mean interactive latency and
-// bulk figure.
-func (r *Results) stat(sc, wl, arm string) (lat, bulk float64, n int) {
+// bulk figure, and the interactive operations that never finished.
+func (r *Results) stat(sc, wl, arm string) (lat, bulk float64, n, unfinished int) {
 	for _, run := range r.Runs {
 		if run.Scenario != sc || run.Workload != wl || run.Arm != arm || run.Error != "" {
 			continue
 		}
+		unfinished += run.Incomplete
 		lat += run.meanInteractive()
 		if wl == "sensor" {
 			bulk += run.BulkRate
@@ -225,9 +226,9 @@ func (r *Results) stat(sc, wl, arm string) (lat, bulk float64, n int) {
 		n++
 	}
 	if n == 0 {
-		return math.NaN(), math.NaN(), 0
+		return math.NaN(), math.NaN(), 0, 0
 	}
-	return lat / float64(n), bulk / float64(n), n
+	return lat / float64(n), bulk / float64(n), n, unfinished
 }
 
 // Markdown is a table per scenario and workload: each arm's interactive
@@ -249,17 +250,22 @@ func (r *Results) Markdown() string {
 		}
 		fmt.Fprintf(&b, "## %s, %s\n\n%s.\n\n| arm | interactive (mean) | %s | intnw's interactive better by | intnw's bulk vs. this arm |\n|---|---|---|---|---|\n",
 			run.Scenario, run.Workload, sc.Description, bulkHead)
-		ilat, ibulk, _ := r.stat(run.Scenario, run.Workload, "intnw")
+		ilat, ibulk, _, _ := r.stat(run.Scenario, run.Workload, "intnw")
 		for _, arm := range Arms {
-			lat, bulk, n := r.stat(run.Scenario, run.Workload, arm)
+			lat, bulk, n, unfinished := r.stat(run.Scenario, run.Workload, arm)
 			if n == 0 {
 				continue
+			}
+			latS := fmt.Sprintf("%.0f ms", lat)
+			if unfinished > 0 {
+				// The mean is of those that arrived: not comparable.
+				latS += fmt.Sprintf(" (%d never arrived)", unfinished)
 			}
 			bulkS, ratio := fmt.Sprintf("%.1f KB/s", bulk/1e3), ibulk/bulk
 			if run.Workload == "email" {
 				bulkS, ratio = fmt.Sprintf("%.1f s", bulk), bulk/ibulk
 			}
-			fmt.Fprintf(&b, "| %s (%s) | %.0f ms | %s | %.2fx | %+.1f %% |\n", arm, armDescription(arm, sc), lat, bulkS, lat/ilat, 100*(ratio-1))
+			fmt.Fprintf(&b, "| %s (%s) | %s | %s | %.2fx | %+.1f %% |\n", arm, armDescription(arm, sc), latS, bulkS, lat/ilat, 100*(ratio-1))
 		}
 		b.WriteString("\n")
 	}

@@ -34,6 +34,7 @@ func TestMarkdown(t *testing.T) {
 		{Scenario: "hotspot", Workload: "sensor", Arm: "mptcp", Interactive: []float64{100}, BulkRate: 29000},
 		{Scenario: "hotspot", Workload: "sensor", Arm: "intnw", Interactive: []float64{50}, BulkRate: 29000},
 		{Scenario: "hotspot", Workload: "sensor", Arm: "single1", Error: "boom"},
+		{Scenario: "hotspot", Workload: "sensor", Arm: "single0", Interactive: []float64{40}, Incomplete: 5, BulkRate: 20000},
 	}}
 	md := r.Markdown()
 	for _, want := range []string{
@@ -42,6 +43,7 @@ func TestMarkdown(t *testing.T) {
 		"| intnw (the intnw multi-socket with the application's labels and dependencies) | 500 ms | 8.4 s | 1.00x | +0.0 % |",
 		"| mptcp (one MPTCP connection, subflows on both networks (in-kernel path manager, default scheduler)) | 100 ms | 29.0 KB/s | 2.00x | +0.0 % |",
 		"- hotspot/sensor/single1 repeat 0: error: boom",
+		"| single0 (TCP over lowlat alone) | 40 ms (5 never arrived) | 20.0 KB/s | 0.80x | +45.0 % |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

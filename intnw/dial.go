@@ -26,9 +26,12 @@ func Dial(ctx context.Context, paths []Path, opts *Options) (*Conn, error) {
 		return nil, fmt.Errorf("intnw: session id: %w", err)
 	}
 	c := newConn(o, true, id)
+	c.mu.Lock() // its sampler runs already
 	for i, p := range paths {
 		c.path(i).cfg = p
+		c.dialing[i] = true
 	}
+	c.mu.Unlock()
 	// Watching before the first dial: an address removed at any time
 	// after Dial returns is seen.
 	stopWatch := c.watchAddresses()
@@ -38,7 +41,6 @@ func Dial(ctx context.Context, paths []Path, opts *Options) (*Conn, error) {
 	}
 	res := make(chan result, len(paths))
 	for i := range paths {
-		c.dialing[i] = true
 		go func() { res <- result{i, c.dialPath(ctx, i)} }()
 	}
 	var errs []error

@@ -153,7 +153,9 @@ func (l *Listener) handshake(tc *net.TCPConn) error {
 			return refuse(fmt.Errorf("%d multi-sockets wait to be accepted", maxPending))
 		}
 		c = newConn(l.opts, false, id)
+		c.mu.Lock() // its sampler runs already
 		c.lis = l
+		c.mu.Unlock()
 		l.sessions[id] = c
 	}
 	l.mu.Unlock()

@@ -372,9 +372,15 @@ func (c *Conn) usablePathsLocked() []*pathState {
 }
 
 // fastestLocked is the usable path of least latency (nil: none).
-func (c *Conn) fastestLocked() *pathState {
+func (c *Conn) fastestLocked() *pathState { return fastest(c.usablePathsLocked()) }
+
+// widestLocked is the usable path of most bandwidth (nil: none).
+func (c *Conn) widestLocked() *pathState { return widest(c.usablePathsLocked()) }
+
+// fastest is the path of ps with the least latency (nil: none).
+func fastest(ps []*pathState) *pathState {
 	var best *pathState
-	for _, p := range c.usablePathsLocked() {
+	for _, p := range ps {
 		if best == nil || p.lat.value() < best.lat.value() {
 			best = p
 		}
@@ -382,10 +388,10 @@ func (c *Conn) fastestLocked() *pathState {
 	return best
 }
 
-// widestLocked is the usable path of most bandwidth (nil: none).
-func (c *Conn) widestLocked() *pathState {
+// widest is the path of ps with the most bandwidth (nil: none).
+func widest(ps []*pathState) *pathState {
 	var best *pathState
-	for _, p := range c.usablePathsLocked() {
+	for _, p := range ps {
 		if best == nil || p.bw.value() > best.bw.value() {
 			best = p
 		}
@@ -411,14 +417,15 @@ func (c *Conn) anticipationLocked(now time.Time) time.Duration {
 // pickLocked takes the next chunk path p sends, if any, and says when to
 // look again if background data waits for the anticipatory bound.
 func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
-	if !slices.Contains(c.usablePathsLocked(), p) {
+	usable := c.usablePathsLocked()
+	if !slices.Contains(usable, p) {
 		return nil, 0 // stalled while another path answers
 	}
 	var order []Label
-	if p == c.fastestLocked() {
+	if p == fastest(usable) {
 		order = append(order, FGSmall)
 	}
-	if p == c.widestLocked() {
+	if p == widest(usable) {
 		order = append(order, FGLarge)
 	}
 	// Background goes on the paths not carrying foreground.
@@ -855,16 +862,21 @@ func (i *IROB) send(b []byte) error {
 	return i.End()
 }
 
+// wakeOnDone wakes cond's waiters when ctx ends, so that they see it; the
+// function it returns stops that.
+func (c *Conn) wakeOnDone(ctx context.Context, cond *sync.Cond) func() bool {
+	return context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		cond.Broadcast()
+		c.mu.Unlock()
+	})
+}
+
 // Recv returns the next IROB the peer sent, whole: foreground before
 // background, then in order of id, each after the IROBs it depends on.
 // After the peer closed it returns what came before and then io.EOF.
 func (c *Conn) Recv(ctx context.Context) (Message, error) {
-	stop := context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		c.recvCond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop()
+	defer c.wakeOnDone(ctx, c.recvCond)()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
@@ -887,12 +899,7 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 // Flush waits until the peer has acknowledged everything sent, or ctx
 // ends.
 func (c *Conn) Flush(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		c.sendCond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop()
+	defer c.wakeOnDone(ctx, c.sendCond)()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for !c.snd.idle() {

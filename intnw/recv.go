@@ -94,10 +94,10 @@ func newReceiver() *receiver {
 
 func (r *receiver) delivered(id uint64) bool { return id <= r.low || r.above[id] }
 
-// chunk takes one data frame. It returns whether the chunk is to be
-// acknowledged (always, unless it is refused: a duplicate of what was
-// delivered is acknowledged again, its sender may not have heard) and a
-// *ProtocolError for a chunk that contradicts what came before.
+// chunk takes one data frame. It returns a *ProtocolError for a chunk
+// that contradicts what came before; any other chunk is to be
+// acknowledged, a duplicate of what was delivered too (its sender may not
+// have heard).
 func (r *receiver) chunk(f *frame) error {
 	if r.delivered(f.id) {
 		return nil

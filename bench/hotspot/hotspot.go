@@ -142,8 +142,10 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("cap %g%% outside (0, 100]", o.CapPct)
 	case o.CapPeriod != 0 && (o.CapPeriod < lane.MinCapPeriod || o.CapPeriod > lane.MaxCapPeriod):
 		return fmt.Errorf("cap period %v outside %v..%v", o.CapPeriod, lane.MinCapPeriod, lane.MaxCapPeriod)
-	case o.CapPeriod != 0 && o.CapPct/100*float64(o.CapPeriod) < float64(time.Millisecond):
-		return fmt.Errorf("cap period %v: %g%% of one CPU in it is under the kernel's least quota of 1ms", o.CapPeriod, o.CapPct)
+	}
+	// CapPct is of one CPU: the lane's check on one CPU.
+	if err := lane.CheckCapPeriod(lane.CPU{CapPercent: o.CapPct, CapPeriod: o.CapPeriod}, 1); err != nil {
+		return fmt.Errorf("cap period: %w", err)
 	}
 	return nil
 }

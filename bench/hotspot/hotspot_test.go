@@ -17,7 +17,7 @@ func TestOptions(t *testing.T) {
 		{Options{CapPct: 150}, "cap 150% outside"},
 		{Options{Repeats: -2}, "repeats -2 is negative"},
 		{Options{CapPeriod: 2 * time.Second}, "cap period 2s outside 1ms..1s"},
-		{Options{CapPct: 5, CapPeriod: 10 * time.Millisecond}, "cap period 10ms: 5% of one CPU in it is under the kernel's least quota of 1ms"},
+		{Options{CapPct: 5, CapPeriod: 10 * time.Millisecond}, "cap period: a cap of 5% of 1 CPUs is 500µs in every 10ms, under the kernel's least quota of 1ms: use a period of at least 20ms"},
 	} {
 		if err := c.o.defaults(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.o, err, c.want)

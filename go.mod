@@ -8,6 +8,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0
 	github.com/godbus/dbus/v5 v5.2.4
 	github.com/google/cel-go v0.31.0
+	github.com/google/nftables v0.3.0
 	github.com/mdlayher/netlink v1.11.2
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0

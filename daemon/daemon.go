@@ -465,17 +465,7 @@ func (d *Daemon) restore() error {
 // laneOfGroup returns the lane name of a lanes cgroup path ("" if the path
 // is not a lanes group).
 func laneOfGroup(path string) string {
-	first := cgroup.GroupOfPath(path)
-	if rest, ok := strings.CutPrefix(first, enforce.RunGroupPrefix); ok {
-		if i := strings.IndexByte(rest, '-'); i >= 0 {
-			return rest[i+1:]
-		}
-		return ""
-	}
-	if rest, ok := strings.CutPrefix(first, cgroup.Prefix); ok {
-		return rest
-	}
-	return ""
+	return cgroup.LaneOfGroup(cgroup.GroupOfPath(path))
 }
 
 // laneOfMembership returns the lane a membership puts a process in ("" for

@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lanes-qos/lanes/bench/execspeed"
 	"github.com/lanes-qos/lanes/cmd/lanes/cli"
+	"github.com/lanes-qos/lanes/cmd/lanes/proxycmd"
 	"github.com/lanes-qos/lanes/daemon"
 )
 
@@ -33,7 +36,7 @@ func TestMain(m *testing.M) {
 	}
 	switch role {
 	case "lanes":
-		os.Exit(cli.Run(os.Args[1:], cli.Options{}))
+		os.Exit(cli.Run(os.Args[1:], cli.Options{Extra: []*cobra.Command{proxycmd.New()}}))
 	case "lanesd":
 		os.Exit(daemon.Main(os.Args[1:], os.Stdout, os.Stderr))
 	case "spin":

@@ -832,7 +832,7 @@ func appendUnique(s []string, v string) []string {
 
 // RunGroupPrefix names the private groups of daemon-less `lanes run`:
 // lanes-run-<pid>-<lane>.
-const RunGroupPrefix = cgroup.Prefix + "run-"
+const RunGroupPrefix = cgroup.RunPrefix
 
 // isPrivateRunGroup reports whether name is the group of a `lanes run`
 // whose process is still alive.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanes-qos/lanes/cmd/lanes/benchcmd"
 	"github.com/lanes-qos/lanes/cmd/lanes/cli"
+	"github.com/lanes-qos/lanes/cmd/lanes/proxycmd"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/internal/netprobe"
 )
@@ -22,7 +23,7 @@ func init() { runtime.LockOSThread() }
 
 func main() {
 	os.Exit(cli.Run(os.Args[1:], cli.Options{
-		Extra:       []*cobra.Command{benchcmd.New()},
+		Extra:       []*cobra.Command{benchcmd.New(), proxycmd.New()},
 		LocalProbes: []func() ([]features.Mechanism, error){netprobe.Doctor},
 	}))
 }

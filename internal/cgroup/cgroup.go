@@ -94,6 +94,26 @@ type Units interface {
 // Prefix starts the name of every cgroup lanes creates for a lane.
 const Prefix = "lanes-"
 
+// RunPrefix starts the names of the private groups of a daemon-less
+// `lanes run`: RunPrefix + "<pid>-<lane>".
+const RunPrefix = Prefix + "run-"
+
+// LaneOfGroup returns the lane of a lanes group name ("lanes-background"
+// and "lanes-run-12-background" are both "background"), "" for a name
+// that is not a lanes group.
+func LaneOfGroup(name string) string {
+	if rest, ok := strings.CutPrefix(name, RunPrefix); ok {
+		if i := strings.IndexByte(rest, '-'); i >= 0 {
+			return rest[i+1:]
+		}
+		return ""
+	}
+	if rest, ok := strings.CutPrefix(name, Prefix); ok {
+		return rest
+	}
+	return ""
+}
+
 // DetectAt works out the hierarchy from the text of a
 // /proc/self/mountinfo file. It reads nothing else, so it is pure.
 func DetectAt(mountinfo string) (*Hierarchy, error) {

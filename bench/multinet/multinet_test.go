@@ -1,6 +1,7 @@
 package multinet
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,8 @@ func TestOptions(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Scenarios: []string{"moon"}}, `unknown scenario "moon" (scenarios: hotspot, intermittent)`},
+		{Options{Scenarios: []string{"moon"}}, `unknown scenario "moon" (scenarios: hotspot, intermittent, vehicular)`},
+		{Options{Scenarios: []string{"vehicular"}, TraceDir: "/nonexistent"}, "trace TMobile-UMTS-driving.up"},
 		{Options{Arms: []string{"quic"}}, `unknown arm "quic"`},
 		{Options{Workloads: []string{"video"}}, `unknown workload "video" (workloads: sensor, email)`},
 		{Options{Repeats: -1}, "repeats -1 is negative"},
@@ -21,9 +23,43 @@ func TestOptions(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
 		}
 	}
-	var o Options
-	if err := o.defaults(); err != nil || len(o.Arms) != 5 || len(o.Scenarios) != 2 || o.Duration != 120*time.Second {
+	o := Options{TraceDir: filepath.Join("..", "traces")}
+	if err := o.defaults(); err != nil || len(o.Arms) != 6 || len(o.Scenarios) != 3 || o.Duration != 120*time.Second {
 		t.Errorf("defaults %+v, %v", o, err)
+	}
+}
+
+// A traced link's directions take the trace's opportunities (the shared
+// UMTS trace: about 0.94 Mbit/s up, more down) instead of a rate, with
+// half a second of its mean rate as the queue.
+func TestTracedLink(t *testing.T) {
+	sc, _ := scenarioByName("vehicular")
+	dir := filepath.Join("..", "traces")
+	for _, c := range []struct {
+		up       bool
+		min, max float64 // mean Mbit/s
+	}{{true, 0.8, 1.1}, {false, 1.0, 4.0}} {
+		cfg, err := linkConfig(sc.Links[1], 1, c.up, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Trace == nil || cfg.Rate != 0 || cfg.Delay != 150*time.Millisecond {
+			t.Fatalf("up %v: %+v: want the trace, no rate, 150 ms each way", c.up, cfg)
+		}
+		mean := float64(len(cfg.Trace.Opportunities)) * 1500 * 8 / cfg.Trace.Period.Seconds() / 1e6
+		if mean < c.min || mean > c.max {
+			t.Errorf("up %v: trace mean %.2f Mbit/s, want %.1f..%.1f", c.up, mean, c.min, c.max)
+		}
+		if want := max(int(mean*1e6/8*0.5), 30_000); cfg.QueueBytes < want-1000 || cfg.QueueBytes > want+1000 {
+			t.Errorf("up %v: queue %d bytes, want about %d (half a second)", c.up, cfg.QueueBytes, want)
+		}
+	}
+	if _, err := linkConfig(sc.Links[1], 1, true, "/nonexistent"); err == nil {
+		t.Error("a missing trace loaded")
+	}
+	wifi, err := linkConfig(sc.Links[0], 1, true, dir)
+	if err != nil || wifi.Trace != nil || wifi.Rate != 3_000_000 || wifi.Schedule == nil {
+		t.Errorf("wifi %+v, %v: want 3 Mbit/s on a schedule", wifi, err)
 	}
 }
 

@@ -80,7 +80,17 @@ func runOne(ctx context.Context, opts Options, sc Scenario, wl, arm string, rep 
 	defer topo.Close()
 	for i, l := range sc.Links {
 		seed := opts.Seed + uint64(rep)*10 + uint64(i)
-		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: linkConfig(l, seed), Down: linkConfig(l, seed), Realtime: true, Logf: opts.Logf})
+		up, err := linkConfig(l, seed, true, opts.TraceDir)
+		if err != nil {
+			run.Error = err.Error()
+			return run
+		}
+		down, err := linkConfig(l, seed, false, opts.TraceDir)
+		if err != nil {
+			run.Error = err.Error()
+			return run
+		}
+		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: up, Down: down, Realtime: true, Logf: opts.Logf})
 		if err != nil {
 			run.Error = err.Error()
 			return run

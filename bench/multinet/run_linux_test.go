@@ -10,16 +10,16 @@ import (
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
-// The e-mail workload end to end in the hotspot scenario, over MPTCP and
-// the labelled multi-socket: every message fetched, every on-demand fetch
-// answered, the results written.
+// The e-mail workload end to end in the hotspot scenario, over MPTCP, the
+// labelled multi-socket and the proxy: every message fetched, every
+// on-demand fetch answered, the results written.
 func TestSmallExperiment(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := Experiment(ctx, Options{OutDir: dir, Scenarios: []string{"hotspot"}, Workloads: []string{"email"},
-		Arms: []string{"mptcp", "intnw"}, Logf: t.Logf})
+		Arms: []string{"mptcp", "intnw", "proxy"}, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,6 +163,8 @@ func (m *multi) close() { m.c.Close(time.Second) }
 // scenario's links.
 func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario, port uint16, logf func(string, ...any)) (client, server transport, err error) {
 	switch arm {
+	case "proxy":
+		return connectProxy(ctx, topo, sc, port, logf)
 	case "intnw", "intnw-nolabels":
 		lis, err := intnw.Listen(fmt.Sprintf(":%d", port), &intnw.Options{Namespace: "/run/netns/" + topo.Dst})
 		if err != nil {

@@ -535,13 +535,15 @@ func multinetCommand() *cobra.Command {
 between a client and a server namespace, in the seed's synthetic scenarios
 (Table 2.3): hotspot (0.6 Mbit/s at 20 ms beside 2 Mbit/s at 400 ms) and
 intermittent (Wi-Fi at 3 Mbit/s, 60 ms, coming and going, beside 0.3 Mbit/s at
-400 ms). Workloads: sensor (bulk uploads every second with urgent messages in
+400 ms), and vehicular (the shared T-Mobile UMTS driving trace at 300 ms beside
+Wi-Fi up 27 % of the time; the trace is read from --traces). Workloads: sensor (bulk uploads every second with urgent messages in
 three episodes; urgent latency and bulk throughput) and email (a server pushing
 100 messages while the user opens five; on-demand latency and the time to fetch
 all). Arms: single0 and single1 (TCP over one network), mptcp (one MPTCP
 connection, the kernel's path manager and default scheduler), intnw-nolabels
-(the multi-socket, every message bg-large in order) and intnw (the application's
-labels). Writes multinet.json and multinet.md into --out: each arm's figures and
+(the multi-socket, every message bg-large in order), intnw (the application's
+labels) and proxy (the application unmodified, a connection from an interactive
+lane and one from a background lane carried by lanes proxy). Writes multinet.json and multinet.md into --out: each arm's figures and
 the labelled multi-socket's ratios to them. Needs root and iproute2.`,
 		Example: `  sudo lanes bench multinet --out bench/results/multinet
   sudo lanes bench multinet --scenario hotspot --workload email --arm mptcp,intnw`,
@@ -565,9 +567,10 @@ the labelled multi-socket's ratios to them. Needs root and iproute2.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.OutDir, "out", ".", "directory for multinet.json and multinet.md")
-	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios: hotspot, intermittent (default all)")
+	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios: hotspot, intermittent, vehicular (default all)")
 	f.StringSliceVar(&opts.Workloads, "workload", nil, "run only these workloads: sensor, email (default all)")
-	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: single0, single1, mptcp, intnw-nolabels, intnw (default all)")
+	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: "+strings.Join(multinet.Arms, ", ")+" (default all)")
+	f.StringVar(&opts.TraceDir, "traces", filepath.Join("bench", "traces"), "directory of the link traces (the repository's bench/traces)")
 	f.IntVar(&opts.Repeats, "repeats", 1, "runs per scenario, workload and arm")
 	f.DurationVar(&opts.Duration, "duration", 120*time.Second, "length of a sensor run (20s..1h)")
 	f.Uint64Var(&opts.Seed, "seed", 2010, "seed of the message sizes and the on/off schedules")

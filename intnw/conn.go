@@ -177,7 +177,6 @@ type Conn struct {
 	paths    []*pathState
 	snd      *sender
 	rcv      *receiver
-	lastFG   time.Time
 	thunks   [numLabels][]*thunk
 	err      error // why the multi-socket ended
 	closing  bool
@@ -206,6 +205,10 @@ type pathState struct {
 	// that path while the chunk's own path lives on).
 	acks    []ackEntry
 	fgOut   int // foreground chunks in flight on the path
+	// lastFG is when the path last took foreground: its background is
+	// bounded by the time since (anticipationLocked). Foreground on
+	// another network does not queue behind this one's background.
+	lastFG  time.Time
 	lat, bw flipFlop
 	minRTT  time.Duration // the socket's least RTT (TCP_INFO)
 	// Probing: a ping goes out every probeEvery; a path whose ping has
@@ -399,14 +402,15 @@ func widest(ps []*pathState) *pathState {
 	return best
 }
 
-// anticipationLocked is how long the background data a path holds may
-// take to send now: AnticipateMin right after foreground traffic, doubling
-// every AnticipateDoubling without any, up to AnticipateMax. (The seed
-// gives the two ends, not the growth: doubling reaches a second after
-// 4.3 s, so foreground that comes every second or two, as urgent messages
-// in bursts do, finds little background ahead of it.)
-func (c *Conn) anticipationLocked(now time.Time) time.Duration {
-	since := now.Sub(c.lastFG)
+// anticipationLocked is how long the background data path p holds may
+// take to send now: AnticipateMin right after foreground traffic on p (or
+// foreground written while p is the path for its label), doubling every
+// AnticipateDoubling without any, up to AnticipateMax. (The seed gives the
+// two ends, not the growth: doubling reaches a second after 4.3 s, so
+// foreground that comes every second or two, as urgent messages in bursts
+// do, finds little background ahead of it.)
+func anticipationLocked(p *pathState, now time.Time) time.Duration {
+	since := now.Sub(p.lastFG)
 	if since <= 0 {
 		return AnticipateMin
 	}
@@ -437,7 +441,7 @@ func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
 			continue
 		}
 		if !l.Foreground() {
-			window := c.anticipationLocked(now)
+			window := anticipationLocked(p, now)
 			// Bytes in flight up to the path's bandwidth-delay product are
 			// in the pipe, not ahead of a foreground message in a queue:
 			// the bound is the pipe and what the path sends in the window.
@@ -450,6 +454,7 @@ func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
 		ch := c.snd.take(l, p.idx)
 		if l.Foreground() {
 			p.fgOut++
+			p.lastFG = now
 		}
 		return ch, 0
 	}
@@ -775,10 +780,24 @@ func (c *Conn) begin(l Label, deps []uint64, depAll bool, fn func()) (*IROB, err
 	}
 	ir := &sirob{id: c.snd.nextID, label: l, deps: deps, depAll: depAll}
 	c.snd.nextID++
-	if l.Foreground() {
-		c.lastFG = time.Now()
-	}
+	c.foregroundLocked(l, time.Now())
 	return &IROB{c: c, ir: ir}, nil
+}
+
+// foregroundLocked notes foreground written with label l on the path
+// that will carry it (the fastest for small, the widest for large): that
+// path's background is held to its anticipatory bound from now.
+func (c *Conn) foregroundLocked(l Label, now time.Time) {
+	if !l.Foreground() {
+		return
+	}
+	p := c.fastestLocked()
+	if l&Large != 0 {
+		p = c.widestLocked()
+	}
+	if p != nil {
+		p.lastFG = now
+	}
 }
 
 func (c *Conn) usableLocked() error {
@@ -810,9 +829,7 @@ func (i *IROB) Write(b []byte) (int, error) {
 		}
 		n := min(len(b), c.opts.SendBuffer-c.snd.unacked)
 		c.snd.write(i.ir, b[:n])
-		if i.ir.label.Foreground() {
-			c.lastFG = time.Now()
-		}
+		c.foregroundLocked(i.ir.label, time.Now())
 		b, written = b[n:], written+n
 		c.kickLocked()
 	}

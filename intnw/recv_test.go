@@ -233,13 +233,13 @@ func TestFlipFlop(t *testing.T) {
 // The anticipatory window: 50 ms right after foreground, doubling every
 // second without any, at most a second.
 func TestAnticipation(t *testing.T) {
-	c := &Conn{lastFG: time.Unix(100, 0)}
+	c := &pathState{lastFG: time.Unix(100, 0)}
 	for _, tt := range []struct {
 		since time.Duration
 		want  time.Duration
 	}{{0, 50 * time.Millisecond}, {time.Second, 100 * time.Millisecond}, {2 * time.Second, 200 * time.Millisecond},
 		{4 * time.Second, 800 * time.Millisecond}, {5 * time.Second, time.Second}, {time.Hour, time.Second}, {-time.Second, 50 * time.Millisecond}} {
-		if got := c.anticipationLocked(c.lastFG.Add(tt.since)); got != tt.want {
+		if got := anticipationLocked(c, c.lastFG.Add(tt.since)); got != tt.want {
 			t.Errorf("%v after foreground: %v, want %v", tt.since, got, tt.want)
 		}
 	}

@@ -85,7 +85,7 @@ func armDescription(arm string, sc Scenario) string {
 }
 
 // Workloads are the applications.
-var Workloads = []string{"sensor", "email"}
+var Workloads = []string{"sensor", "email", "fs"}
 
 // Options of an experiment.
 type Options struct {
@@ -218,7 +218,10 @@ type Run struct {
 	BulkRate float64 `json:"bulk_bytes_per_s,omitempty"`
 	BulkSecs float64 `json:"bulk_secs,omitempty"`
 	// Incomplete counts interactive operations that did not finish.
-	Incomplete int    `json:"incomplete,omitempty"`
+	Incomplete int `json:"incomplete,omitempty"`
+	// PathBytes is what each network carried (bytes of frames, both ends'
+	// sending summed) on the multi-socket arms.
+	PathBytes map[string]uint64 `json:"path_bytes,omitempty"`
 	Error      string `json:"error,omitempty"`
 }
 
@@ -292,8 +295,11 @@ func (r *Results) Markdown() string {
 		seen[k] = true
 		sc, _ := scenarioByName(run.Scenario)
 		bulkHead := "bulk throughput"
-		if run.Workload == "email" {
+		switch run.Workload {
+		case "email":
 			bulkHead = "all messages fetched in"
+		case "fs":
+			bulkHead = "all write-backs in"
 		}
 		fmt.Fprintf(&b, "## %s, %s\n\n%s.\n\n| arm | interactive (mean) | %s | intnw's interactive better by | intnw's bulk vs. this arm |\n|---|---|---|---|---|\n",
 			run.Scenario, run.Workload, sc.Description, bulkHead)
@@ -309,7 +315,7 @@ func (r *Results) Markdown() string {
 				latS += fmt.Sprintf(" (%d never arrived)", unfinished)
 			}
 			bulkS, ratio := fmt.Sprintf("%.1f KB/s", bulk/1e3), ibulk/bulk
-			if run.Workload == "email" {
+			if run.Workload != "sensor" {
 				bulkS, ratio = fmt.Sprintf("%.1f s", bulk), bulk/ibulk
 			}
 			fmt.Fprintf(&b, "| %s (%s) | %s | %s | %.2fx | %+.1f %% |\n", arm, armDescription(arm, sc), latS, bulkS, lat/ilat, 100*(ratio-1))
@@ -325,6 +331,17 @@ func (r *Results) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// fileSizes are the 40 written-back files' sizes, log-uniform in 4 KB ..
+// 256 KB.
+func fileSizes(seed uint64) []int {
+	rng := rand.New(rand.NewPCG(seed, 40))
+	out := make([]int, 40)
+	for i := range out {
+		out[i] = int(math.Exp(math.Log(4<<10) + rng.Float64()*(math.Log(256<<10)-math.Log(4<<10))))
+	}
+	return out
 }
 
 // bodySizes are the 100 messages' sizes, log-uniform in 50 B .. 256 KB.

@@ -15,7 +15,7 @@ func TestOptions(t *testing.T) {
 		{Options{Scenarios: []string{"moon"}}, `unknown scenario "moon" (scenarios: hotspot, intermittent, vehicular)`},
 		{Options{Scenarios: []string{"vehicular"}, TraceDir: "/nonexistent"}, "trace TMobile-UMTS-driving.up"},
 		{Options{Arms: []string{"quic"}}, `unknown arm "quic"`},
-		{Options{Workloads: []string{"video"}}, `unknown workload "video" (workloads: sensor, email)`},
+		{Options{Workloads: []string{"video"}}, `unknown workload "video" (workloads: sensor, email, fs)`},
 		{Options{Repeats: -1}, "repeats -1 is negative"},
 		{Options{Duration: time.Second}, "duration 1s outside 20s..1h"},
 	} {

@@ -29,6 +29,7 @@ import (
 // connection by the label's foreground bit, recv takes from both.
 type proxied struct {
 	fg, bg *stream
+	conn   *intnw.Conn // the client end's multi-socket (nil at the server)
 	in     chan message
 	done   chan struct{}
 	stop   func()
@@ -198,5 +199,7 @@ func connectProxy(ctx context.Context, topo *netns.Topology, sc Scenario, port u
 			cleanup[i]()
 		}
 	}
-	return newProxied(conns[roleFG], conns[roleBG], nil), newProxied(srvConns[roleFG], srvConns[roleBG], stop), nil
+	cl := newProxied(conns[roleFG], conns[roleBG], nil)
+	cl.conn = conn
+	return cl, newProxied(srvConns[roleFG], srvConns[roleBG], stop), nil
 }

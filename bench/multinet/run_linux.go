@@ -39,7 +39,8 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 	res := &Results{Started: time.Now().UTC(), Host: fmt.Sprintf("Linux %s", features.KernelRelease()),
 		Setup: fmt.Sprintf("Each run on a fresh two-network topology (the link emulator per network, the same rate and half the RTT each way, a drop-tail queue of half a second); "+
 			"sensor: a 4 KB summary (bg-small) and 25 KB of raw data (bg-large, after its summary) every second for %v, and three episodes of five urgent 256-byte messages (fg-small) in 7 s, latency from send to delivery; "+
-			"email: the client asks for 100 headers (fg-small, answered fg-large), the server then sends 100 messages of 50 B to 256 KB (log-uniform, seed %d; bg), and the client opens the last five one a second (fg-small request, fg reply), latency from request to whole reply. Seed %d.",
+			"email: the client asks for 100 headers (fg-small, answered fg-large), the server then sends 100 messages of 50 B to 256 KB (log-uniform, seed %d; bg), and the client opens the last five one a second (fg-small request, fg reply), latency from request to whole reply; "+
+			"fs: the client writes back 40 files of 4 KB to 256 KB (log-uniform; bg-large, each after the one before) while the user fetches a 4 KB block every half second, 20 in all (fg-small request and reply), latency from request to reply, and the time until the server has every write-back. Seed %d.",
 			opts.Duration, opts.Seed, opts.Seed)}
 	port := uint16(7200)
 	for rep := 0; rep < opts.Repeats; rep++ {
@@ -58,8 +59,11 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 						continue
 					}
 					bulk := fmt.Sprintf("bulk %.1f KB/s", run.BulkRate/1e3)
-					if wl == "email" {
+					switch wl {
+					case "email":
 						bulk = fmt.Sprintf("all fetched in %.1f s", run.BulkSecs)
+					case "fs":
+						bulk = fmt.Sprintf("all written back in %.1f s", run.BulkSecs)
 					}
 					fmt.Fprintf(opts.Progress, "multinet: %s %s %s: interactive %.0f ms (%d ops, %d unfinished), %s\n",
 						scn, wl, arm, run.meanInteractive(), len(run.Interactive), run.Incomplete, bulk)
@@ -111,7 +115,10 @@ func runOne(ctx context.Context, opts Options, sc Scenario, wl, arm string, rep 
 		sensor(ctx, opts, client, server, &run)
 	case "email":
 		email(ctx, opts, client, server, &run)
+	case "fs":
+		fileSystem(ctx, opts, client, server, &run)
 	}
+	run.PathBytes = pathBytes(sc, client, server)
 	return run
 }
 
@@ -126,6 +133,9 @@ const (
 	kBody    // pushed in the background
 	kBodyReq // an on-demand fetch
 	kBodyFG  // its reply
+	kWrite   // a file system write-back
+	kReadReq // a demand fetch of a block
+	kBlock   // its reply
 	hdrLen   = 1 + 8 + 4
 )
 
@@ -372,4 +382,143 @@ func setupMPTCP(topo *netns.Topology, other int) error {
 		}
 	}
 	return nil
+}
+
+// fileSystem is the distributed file system client: it writes back
+// modified files in the background, each write-back after the one before
+// (bg-large), while the user's demand fetches of 4 KB blocks (fg-small
+// request and reply, a fetch every half second) may overtake them.
+// Interactive: each fetch's latency; bulk: the time until the server has
+// every write-back.
+func fileSystem(ctx context.Context, opts Options, client, server transport, run *Run) {
+	sizes := fileSizes(opts.Seed)
+	const fetches = 20
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	writes := 0
+	var allWritten time.Duration
+	go func() {
+		for {
+			m, err := server.recv(rctx)
+			if err != nil {
+				return
+			}
+			kind, _, seq, ok := parse(m.data)
+			if !ok {
+				continue
+			}
+			switch kind {
+			case kWrite:
+				mu.Lock()
+				writes++
+				if writes == len(sizes) {
+					allWritten = time.Since(start)
+				}
+				mu.Unlock()
+			case kReadReq:
+				if _, err := server.send(intnw.FGSmall, nil, msg(kBlock, start, seq, 4096)); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	// The write-backs, queued at once, each after the one before.
+	go func() {
+		var last []uint64
+		for i, n := range sizes {
+			id, err := client.send(intnw.BGLarge, last, msg(kWrite, start, uint32(i), n))
+			if err != nil {
+				return
+			}
+			last = []uint64{id}
+		}
+	}()
+	in := make(chan message, 64)
+	go func() {
+		defer close(in)
+		for {
+			m, err := client.recv(rctx)
+			if err != nil {
+				return
+			}
+			in <- m
+		}
+	}()
+	asked := map[uint32]time.Duration{}
+	got := 0
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	next := uint32(0)
+	for {
+		mu.Lock()
+		done := allWritten > 0 && got == fetches
+		mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case m, ok := <-in:
+			if !ok {
+				run.Error = "the connection ended"
+				return
+			}
+			if kind, _, seq, _ := parse(m.data); kind == kBlock {
+				if at, ok := asked[seq]; ok {
+					delete(asked, seq)
+					got++
+					run.Interactive = append(run.Interactive, float64(time.Since(start)-at)/1e6)
+				}
+			}
+		case <-tick.C:
+			if next < fetches {
+				asked[next] = time.Since(start)
+				if _, err := client.send(intnw.FGSmall, nil, msg(kReadReq, start, next, 64)); err != nil {
+					run.Error = fmt.Sprintf("send: %v", err)
+					return
+				}
+				next++
+			}
+		case <-rctx.Done():
+			mu.Lock()
+			run.Error = fmt.Sprintf("%d of %d write-backs and %d of %d fetches in %v", writes, len(sizes), got, fetches, time.Since(start).Round(time.Second))
+			mu.Unlock()
+			run.Incomplete = fetches - got
+			return
+		}
+	}
+	mu.Lock()
+	run.BulkSecs = allWritten.Seconds()
+	mu.Unlock()
+}
+
+// pathBytes is what each network of a multi-socket arm carried.
+func pathBytes(sc Scenario, ends ...transport) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, e := range ends {
+		var c *intnw.Conn
+		switch t := e.(type) {
+		case *multi:
+			c = t.c
+		case *closing:
+			if m, ok := t.transport.(*multi); ok {
+				c = m.c
+			}
+		case *proxied:
+			c = t.conn
+		}
+		if c == nil {
+			continue
+		}
+		for _, p := range c.Paths() {
+			if p.Index >= 0 && p.Index < len(sc.Links) {
+				out[sc.Links[p.Index].Name] += p.Sent
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

@@ -539,6 +539,8 @@ intermittent (Wi-Fi at 3 Mbit/s, 60 ms, coming and going, beside 0.3 Mbit/s at
 Wi-Fi up 27 % of the time; the trace is read from --traces). Workloads: sensor (bulk uploads every second with urgent messages in
 three episodes; urgent latency and bulk throughput) and email (a server pushing
 100 messages while the user opens five; on-demand latency and the time to fetch
+all) and fs (a file system client writing back 40 files in order while the user
+fetches a block every half second; fetch latency and the time to write back
 all). Arms: single0 and single1 (TCP over one network), mptcp (one MPTCP
 connection, the kernel's path manager and default scheduler), intnw-nolabels
 (the multi-socket, every message bg-large in order), intnw (the application's
@@ -568,7 +570,7 @@ the labelled multi-socket's ratios to them. Needs root and iproute2.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.OutDir, "out", ".", "directory for multinet.json and multinet.md")
 	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios: hotspot, intermittent, vehicular (default all)")
-	f.StringSliceVar(&opts.Workloads, "workload", nil, "run only these workloads: sensor, email (default all)")
+	f.StringSliceVar(&opts.Workloads, "workload", nil, "run only these workloads: sensor, email, fs (default all)")
 	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: "+strings.Join(multinet.Arms, ", ")+" (default all)")
 	f.StringVar(&opts.TraceDir, "traces", filepath.Join("bench", "traces"), "directory of the link traces (the repository's bench/traces)")
 	f.IntVar(&opts.Repeats, "repeats", 1, "runs per scenario, workload and arm")

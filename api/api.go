@@ -196,6 +196,19 @@ type Status struct {
 	Reserve []ReserveLane `json:"reserve,omitempty"`
 	// Speed is the lanes whose send rate is held by their CPU share.
 	Speed []SpeedLane `json:"speed,omitempty"`
+	// Reports are the last report of each live process that sent one
+	// (POST /v1/report), oldest first; the caller sees its own only
+	// unless it is root. `lanes proxy client` reports its networks here.
+	Reports []AppReport `json:"reports,omitempty"`
+}
+
+// AppReport is a process's last QoS report.
+type AppReport struct {
+	PID     int                `json:"pid"`
+	UID     int                `json:"uid"`
+	Lane    string             `json:"lane,omitempty"`
+	Time    time.Time          `json:"time"`
+	Metrics map[string]float64 `json:"metrics"`
 }
 
 // Controller is one running controller's state.

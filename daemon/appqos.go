@@ -7,8 +7,11 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/api/peercred"
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/events"
 	"github.com/lanes-qos/lanes/internal/cgroup"
@@ -166,7 +169,55 @@ func (d *Daemon) serveReport(w http.ResponseWriter, r *http.Request) (any, *api.
 	if seq == 0 {
 		return nil, api.Errorf(api.CodeInternal, "report not published (topic %s refused)", ev.Topic)
 	}
+	d.reports.keep(api.AppReport{PID: pid, UID: uid, Lane: laneName, Time: time.Now(), Metrics: req.Metrics})
 	return api.ReportResponse{Topic: ev.Topic, Seq: seq, PID: pid, Lane: laneName}, nil
+}
+
+// maxReports bounds the processes whose last report status keeps.
+const maxReports = 64
+
+// lastReports keeps the last report of each process for status.
+type lastReports struct {
+	mu sync.Mutex
+	by map[int]api.AppReport
+}
+
+func (l *lastReports) keep(r api.AppReport) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.by == nil {
+		l.by = map[int]api.AppReport{}
+	}
+	l.by[r.PID] = r
+	for len(l.by) > maxReports {
+		oldest := 0
+		for pid, x := range l.by {
+			if oldest == 0 || x.Time.Before(l.by[oldest].Time) {
+				oldest = pid
+			}
+		}
+		delete(l.by, oldest)
+	}
+}
+
+// list is the reports of live processes that the caller may see (root:
+// every one; another user: its own processes'; a caller without
+// credentials: none), oldest first; those of processes gone are dropped.
+func (l *lastReports) list(c peercred.Creds, alive func(pid int) bool) []api.AppReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []api.AppReport
+	for pid, r := range l.by {
+		if !alive(pid) {
+			delete(l.by, pid)
+			continue
+		}
+		if c.IsRoot() || (c.UID >= 0 && r.UID == c.UID) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	return out
 }
 
 // PublishDirective publishes a directive to application pid on the bus

@@ -44,6 +44,9 @@ type Options struct {
 
 // Daemon is a running lanesd.
 type Daemon struct {
+	// reports is the last QoS report of each process (status).
+	reports lastReports
+
 	opts   Options
 	logf   func(string, ...any)
 	store  *state.Store

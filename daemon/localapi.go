@@ -532,6 +532,10 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Reserve = d.reserveStatus()
 	st.Speed = d.speedStatus()
 	st.History = d.historyStatus()
+	st.Reports = d.reports.list(creds(r), func(pid int) bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return err == nil
+	})
 	return st, nil
 }
 

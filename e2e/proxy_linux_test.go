@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/nftables"
 
+	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/internal/testutil"
 	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/netns"
 )
@@ -117,11 +119,16 @@ func TestProxyCommands(t *testing.T) {
 		"--path", fmt.Sprintf("name=net1,from=%v,to=%v:7300", topo.Paths[1].SrcAddr, topo.Paths[1].DstAddr),
 		"--socks", "127.0.0.1:1080", "--transparent", "127.0.0.1:1081",
 		"--redirect", topo.Paths[0].DstAddr.String()+"/32:8080", "--status-every", "1s")
-	waitFor(t, 20*time.Second, "the client end's transparent listener", func() bool {
+	// Under emulation (the kernel matrix) a start takes many times longer.
+	slow := time.Duration(1)
+	if testutil.Emulated() {
+		slow = 5
+	}
+	waitFor(t, slow*20*time.Second, "the client end's transparent listener", func() bool {
 		return strings.Contains(client.out.String(), "transparent on")
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slow*60*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
 		name string
@@ -157,7 +164,7 @@ func TestProxyCommands(t *testing.T) {
 	}
 
 	// The paths as the client's metrics, on lanesd's event channel.
-	waitFor(t, 10*time.Second, "a report of the paths", func() bool {
+	waitFor(t, slow*10*time.Second, "a report of the paths", func() bool {
 		r := e.lanes("events", "--json", "--topic", "app.*.report", "--since", "30s")
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 			var ev struct {
@@ -169,6 +176,22 @@ func TestProxyCommands(t *testing.T) {
 		}
 		return false
 	})
+
+	// And in lanes status, as the client end's last report.
+	var st api.Status
+	e.lanesJSON(&st, "status")
+	found := false
+	for _, r := range st.Reports {
+		if r.PID == client.cmd.Process.Pid || r.Metrics["path_net1_up"] == 1 {
+			found = r.Metrics["path_net0_up"] == 1 && r.Metrics["path_net0_rtt_ms"] > 0
+		}
+	}
+	if !found {
+		t.Errorf("lanes status has no report of the paths: %+v", st.Reports)
+	}
+	if r := e.lanes("status"); !strings.Contains(r.stdout, "path_net0_up=1") {
+		t.Errorf("lanes status does not print the paths' report:\n%s", r.stdout)
+	}
 
 	if err := client.stop(t); err != nil {
 		t.Errorf("client end: %v\n%s", err, client.out.String())

@@ -34,6 +34,11 @@ var DefaultModules = []string{
 	// sock_diag, and lanesd's boosting its sockets' counters; without
 	// these ss falls back to /proc/net/tcp and lanesd to /proc/PID/io.
 	"inet_diag", "tcp_diag", "udp_diag",
+	// lanes proxy's transparent mode: nftables NAT redirect rules and the
+	// connection tracking SO_ORIGINAL_DST reads.
+	// (libcrc32c, which they depend on, asks for a crc32c implementation
+	// by alias at load: busybox modprobe resolves no aliases.)
+	"crc32c_generic", "nf_tables", "nft_chain_nat", "nft_redir", "nf_nat", "nf_conntrack",
 }
 
 // DefaultTools are host programs copied into the guest with their shared
@@ -41,7 +46,7 @@ var DefaultModules = []string{
 var (
 	DefaultTools  = []string{"ip", "tc", "ss"}
 	OptionalTools = []string{
-		"dash", "bash", "ethtool", "iperf3", "bpftool", "irtt", "fio", "stress-ng", "useradd", "userdel",
+		"dash", "bash", "ethtool", "iperf3", "bpftool", "irtt", "fio", "stress-ng", "useradd", "userdel", "curl",
 		// Busybox applets that run other programs prefer busybox's own
 		// applets over PATH (busybox nsenter ... tc runs busybox tc):
 		// the real ones look in PATH.

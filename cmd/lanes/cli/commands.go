@@ -225,6 +225,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(Stdout)
 				printSpeed(st.Speed)
 			}
+			if len(st.Reports) > 0 {
+				fmt.Fprintln(Stdout)
+				printReports(st.Reports, time.Now())
+			}
 			if st.Bus != nil {
 				fmt.Fprintln(Stdout)
 				printBus(st.Bus)

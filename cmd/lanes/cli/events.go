@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -282,4 +283,29 @@ func ParseReportArgs(args, targets []string) (api.ReportRequest, error) {
 		req.Targets[k] = tg
 	}
 	return req, nil
+}
+
+// printReports prints each process's last QoS report: one line per
+// process, its metrics in name order.
+func printReports(rs []api.AppReport, now time.Time) {
+	fmt.Fprintln(Stdout, "application reports (the last of each process):")
+	for _, r := range rs {
+		l := r.Lane
+		if l == "" {
+			l = "no lane"
+		}
+		names := make([]string, 0, len(r.Metrics))
+		for k := range r.Metrics {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var b strings.Builder
+		for i, k := range names {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%s=%s", k, strconv.FormatFloat(r.Metrics[k], 'g', 4, 64))
+		}
+		fmt.Fprintf(Stdout, "  pid %d (%s, %s ago): %s\n", r.PID, l, now.Sub(r.Time).Round(time.Second), b.String())
+	}
 }

@@ -13,8 +13,8 @@
 // one of most bandwidth, background striped over the paths not carrying
 // foreground. Background a path's socket holds is bounded by what the path
 // fills its pipe with (bandwidth times least RTT) and sends in 50 ms after
-// foreground traffic, the window doubling each second without any up to a
-// second (the seed's anticipatory scheduling). Paths are measured from the
+// foreground traffic on that path, the window doubling each second without
+// any up to a second (the seed's anticipatory scheduling, per network). Paths are measured from the
 // kernel's TCP_INFO of their sockets and probed with pings: a path whose
 // pongs are late is stalled and carries nothing new. When a path goes (its
 // address removed, its socket failing) or stalls, what it had sent and the

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/intnw"
 )
 
@@ -40,3 +41,12 @@ type LaneLabeler struct {
 
 // Label is the Labeler of l.
 func (l *LaneLabeler) Label(net.Conn, netip.AddrPort) (string, intnw.Label) { return "", l.Default }
+
+// Mechanisms: outside Linux the proxy has neither lane labels nor a
+// transparent mode.
+func Mechanisms() []features.Mechanism {
+	return []features.Mechanism{
+		{Resource: "proxy labels", Backend: "none: every connection gets --default", Reason: "needs Linux", OK: true},
+		{Resource: "proxy transparent mode", Backend: "none: SOCKS5 only", Reason: "needs Linux", OK: true},
+	}
+}

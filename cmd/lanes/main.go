@@ -13,6 +13,7 @@ import (
 	"github.com/lanes-qos/lanes/cmd/lanes/proxycmd"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/internal/netprobe"
+	"github.com/lanes-qos/lanes/intproxy"
 )
 
 // init keeps main on the process's first thread, so that lanes run's exec
@@ -21,9 +22,12 @@ import (
 // exited.
 func init() { runtime.LockOSThread() }
 
+// proxyProbes are lanes proxy's mechanisms for `lanes doctor`.
+func proxyProbes() ([]features.Mechanism, error) { return intproxy.Mechanisms(), nil }
+
 func main() {
 	os.Exit(cli.Run(os.Args[1:], cli.Options{
 		Extra:       []*cobra.Command{benchcmd.New(), proxycmd.New()},
-		LocalProbes: []func() ([]features.Mechanism, error){netprobe.Doctor},
+		LocalProbes: []func() ([]features.Mechanism, error){netprobe.Doctor, proxyProbes},
 	}))
 }

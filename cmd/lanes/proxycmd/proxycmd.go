@@ -213,6 +213,9 @@ _rtt_ms, _mbit, _queued_kb: events on app.<pid>.report, shown by
 			logf := proxyLog(quiet)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			for _, m := range intproxy.Mechanisms() {
+				logf("proxy client: %s: %s (%s)", m.Resource, m.Backend, m.Reason)
+			}
 
 			// Listeners first: a port in use fails before any network is used.
 			var socksLn, transLn net.Listener

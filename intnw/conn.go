@@ -203,8 +203,8 @@ type pathState struct {
 	// it: were the path lost, the chunks would be sent again over another
 	// and acknowledged there (an ack on another path could be lost with
 	// that path while the chunk's own path lives on).
-	acks    []ackEntry
-	fgOut   int // foreground chunks in flight on the path
+	acks  []ackEntry
+	fgOut int // foreground chunks in flight on the path
 	// lastFG is when the path last took foreground: its background is
 	// bounded by the time since (anticipationLocked). Foreground on
 	// another network does not queue behind this one's background.

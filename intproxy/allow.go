@@ -114,3 +114,7 @@ func allowed(rules []Rule, ap netip.AddrPort) bool {
 	}
 	return false
 }
+
+// RedirectTable is the name of the nftables tables (ip and ip6) of the
+// transparent listener on a port (Redirect).
+func RedirectTable(port uint16) string { return "lanes_proxy_" + strconv.Itoa(int(port)) }

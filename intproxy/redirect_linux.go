@@ -6,17 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"unsafe"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 )
-
-// RedirectTable is the name of the nftables tables (ip and ip6) of the
-// transparent listener on a port.
-func RedirectTable(port uint16) string { return "lanes_proxy_" + strconv.Itoa(int(port)) }
 
 // Redirect installs netfilter (nftables) rules in the caller's network
 // namespace that redirect the TCP connections this host opens to the

@@ -222,7 +222,7 @@ type Run struct {
 	// PathBytes is what each network carried (bytes of frames, both ends'
 	// sending summed) on the multi-socket arms.
 	PathBytes map[string]uint64 `json:"path_bytes,omitempty"`
-	Error      string `json:"error,omitempty"`
+	Error     string            `json:"error,omitempty"`
 }
 
 func (r Run) meanInteractive() float64 {

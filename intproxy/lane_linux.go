@@ -137,11 +137,16 @@ func (l *LaneLabeler) laneOf(local, peer netip.AddrPort) (string, error) {
 	if lane, ok := l.byID[id]; ok {
 		return lane, nil
 	}
-	// A group created since the last walk: walk again.
+	// A group created since the last walk: walk again. A group that is
+	// no lane's is remembered as such until the next walk.
 	if err := l.walkLocked(); err != nil {
 		return "", err
 	}
-	return l.byID[id], nil
+	lane, ok := l.byID[id]
+	if !ok {
+		l.byID[id] = ""
+	}
+	return lane, nil
 }
 
 // walkLocked maps the ids of lanes' groups (and the groups below them) to

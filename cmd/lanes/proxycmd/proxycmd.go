@@ -195,6 +195,9 @@ _rtt_ms, _mbit, _queued_kb: events on app.<pid>.report, shown by
 				}
 				rules = append(rules, rule)
 			}
+			if every <= 0 {
+				return bad(fmt.Errorf("--status-every %v: want a positive duration", every))
+			}
 			if len(rules) > 0 && transparent == "" {
 				return bad(errors.New("--redirect needs --transparent (the listener the rules redirect to)"))
 			}

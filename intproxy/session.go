@@ -125,6 +125,11 @@ func (s *session) dispatch(ctx context.Context, m *msg) error {
 			if m.kind == kRefused {
 				err = &errRefused{code: m.code, why: m.text}
 			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if st.reset {
+				return nil // given up here meanwhile
+			}
 			select {
 			case st.opened <- err:
 			default:
@@ -415,6 +420,13 @@ func (st *stream) abort(why error, tell bool) {
 	st.queue, st.queued = nil, 0
 	st.cond.Broadcast()
 	local := st.local
+	// An open still waiting for its answer has it now (under st.mu, so
+	// that an answer from the peer that races it is dropped, not taken for
+	// a second one).
+	select {
+	case st.opened <- why:
+	default:
+	}
 	st.mu.Unlock()
 	if local != nil {
 		local.Close()

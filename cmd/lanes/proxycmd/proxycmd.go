@@ -164,8 +164,8 @@ bg-small, bg-large.
 
 The paths' state is printed every --status-every, and, when lanesd answers
 on --socket, reported to it as this process's metrics (path_<name>_up,
-_rtt_ms, _mbit, _queued_kb: events on app.<pid>.report, shown by
-'lanes events').`,
+_rtt_ms, _mbit, _queued_kb: events on app.<pid>.report, which 'lanes events'
+shows, and the last of them in 'lanes status').`,
 		Example: `  sudo lanes proxy client --path name=wifi,from=198.18.10.1,to=198.18.20.1:7000 \
     --path name=cell,from=198.18.11.1,to=198.18.21.1:7000 --socks 127.0.0.1:1080`,
 		Args: cobra.NoArgs,

@@ -113,6 +113,7 @@ var depRules = []struct {
 			{mod + "bench/multinet", "`lanes bench multinet`: seed 002's Intentional Networking evaluation"},
 			{mod + "cmd/lanes/proxycmd", "`lanes proxy`, wired in by cmd/lanes so that cmd/lanes/cli links no network code"},
 			{mod + "intnw", "`lanes proxy`'s multi-socket, and the one bench/multinet measures"},
+			{mod + "internal/netnsrun", "through intnw and intproxy: a path, listener or destination in a given network namespace"},
 			{mod + "intproxy", "`lanes proxy`: the client and server ends (SOCKS5, transparent, lane labels), and bench/multinet's proxy arm"},
 			{"github.com/google/nftables", "through intproxy: `lanes proxy client --redirect` installs its redirect rules over netlink"},
 			{mod + "testbed/netns", "`lanes bench`: the testbed's namespaces"},

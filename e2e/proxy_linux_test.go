@@ -182,8 +182,9 @@ func TestProxyCommands(t *testing.T) {
 	e.lanesJSON(&st, "status")
 	found := false
 	for _, r := range st.Reports {
-		if r.PID == client.cmd.Process.Pid || r.Metrics["path_net1_up"] == 1 {
-			found = r.Metrics["path_net0_up"] == 1 && r.Metrics["path_net0_rtt_ms"] > 0
+		// nsenter execs lanes: the client end has the command's pid.
+		if r.PID == client.cmd.Process.Pid {
+			found = r.Metrics["path_net0_up"] == 1 && r.Metrics["path_net1_up"] == 1 && r.Metrics["path_net0_rtt_ms"] > 0
 		}
 	}
 	if !found {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/lanes-qos/lanes/internal/netnsrun"
 )
 
 // Dial opens a multi-socket to a peer over paths: it returns once one path
@@ -115,7 +117,7 @@ func (c *Conn) dialPath(ctx context.Context, i int) (err error) {
 		d.Control = bindToDevice(cfg.Device)
 	}
 	var nc net.Conn
-	err = inNamespace(c.opts.Namespace, func() (err error) {
+	err = netnsrun.Run(c.opts.Namespace, func() (err error) {
 		nc, err = d.DialContext(ctx, "tcp", cfg.Remote.String())
 		return err
 	})

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/lanes-qos/lanes/internal/netnsrun"
 )
 
 // Listener accepts multi-sockets: a client's first path opens one, and
@@ -32,7 +34,7 @@ func Listen(addr string, opts *Options) (*Listener, error) {
 		o = *opts
 	}
 	var ln net.Listener
-	err := inNamespace(o.Namespace, func() (err error) {
+	err := netnsrun.Run(o.Namespace, func() (err error) {
 		ln, err = net.Listen("tcp", addr)
 		return err
 	})

@@ -32,11 +32,4 @@ func bindToDevice(string) func(string, string, syscall.RawConn) error {
 	}
 }
 
-func inNamespace(path string, fn func() error) error {
-	if path != "" {
-		return errors.New("intnw: network namespaces need Linux")
-	}
-	return fn()
-}
-
 func (c *Conn) watchAddresses() func() { return func() {} }

@@ -23,13 +23,6 @@ func RemoveRedirect(uint16) error { return errLinux }
 
 func originalDst(net.Conn) (netip.AddrPort, error) { return netip.AddrPort{}, errLinux }
 
-func inNamespace(path string, fn func() error) error {
-	if path != "" {
-		return errLinux
-	}
-	return fn()
-}
-
 // LaneLabeler labels every connection Default outside Linux.
 type LaneLabeler struct {
 	Labels    map[string]intnw.Label

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/lanes-qos/lanes/internal/netnsrun"
 	"github.com/lanes-qos/lanes/intnw"
 )
 
@@ -93,7 +94,7 @@ func (s *Server) connect(ctx context.Context, d Dest) (net.Conn, byte, error) {
 	var errs []error
 	for _, ap := range cands {
 		var nc net.Conn
-		err := inNamespace(s.Namespace, func() (err error) {
+		err := netnsrun.Run(s.Namespace, func() (err error) {
 			nc, err = dl.DialContext(ctx, "tcp", ap.String())
 			return err
 		})

@@ -259,8 +259,6 @@ type stream struct {
 	reset  bool
 	ended  [2]bool // this end's reader and writer are done
 	opened chan error
-
-	sent, received int64
 }
 
 func newStream(s *session, id uint32, label intnw.Label, dest Dest) *stream {
@@ -304,7 +302,6 @@ func (st *stream) deliver(b []byte) {
 	}
 	st.queue = append(st.queue, b)
 	st.queued += len(b)
-	st.received += int64(len(b))
 	st.cond.Broadcast()
 }
 
@@ -332,9 +329,6 @@ func (st *stream) pumpOut() {
 				st.abort(serr, false)
 				return
 			}
-			st.mu.Lock()
-			st.sent += int64(n)
-			st.mu.Unlock()
 		}
 		if err == nil {
 			continue
@@ -446,7 +440,7 @@ func (s *session) forget(st *stream) {
 	}
 }
 
-// Streams is how many streams the session carries.
+// count is how many streams the session carries.
 func (s *session) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,11 +9,10 @@ import (
 // SOCKS5 (RFC 1928) as the client end serves it: no authentication,
 // CONNECT only.
 const (
-	socksVersion  = 5
-	methodNone    = 0x00
-	methodNoneOK  = 0xff
-	cmdConnect    = 1
-	maxSocksBytes = 4 + 2 + 255 + 2
+	socksVersion   = 5
+	methodNone     = 0x00
+	methodNoAccept = 0xff // "no acceptable methods"
+	cmdConnect     = 1
 )
 
 // SOCKSError is a SOCKS5 request the client end refused: Reply is the code
@@ -46,7 +45,7 @@ func socksAccept(rw io.ReadWriter) (Dest, error) {
 		ok = ok || m == methodNone
 	}
 	if !ok {
-		_, _ = rw.Write([]byte{socksVersion, methodNoneOK})
+		_, _ = rw.Write([]byte{socksVersion, methodNoAccept})
 		return Dest{}, &SOCKSError{Msg: fmt.Sprintf("the client offers methods %v, not 0 (no authentication)", methods)}
 	}
 	if _, err := rw.Write([]byte{socksVersion, methodNone}); err != nil {

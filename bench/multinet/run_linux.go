@@ -313,17 +313,7 @@ func email(ctx context.Context, opts Options, client, server transport, run *Run
 	open := []uint32{95, 96, 97, 98, 99}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	in := make(chan message, 256)
-	go func() {
-		defer close(in)
-		for {
-			m, err := client.recv(rctx)
-			if err != nil {
-				return
-			}
-			in <- m
-		}
-	}()
+	in := received(rctx, client, 256)
 	for bodies < len(sizes) || len(got) < len(open) {
 		select {
 		case m, ok := <-in:
@@ -384,6 +374,27 @@ func setupMPTCP(topo *netns.Topology, other int) error {
 	return nil
 }
 
+// received delivers what t receives on a channel, closed when t's
+// receiving ends (an error, or ctx).
+func received(ctx context.Context, t transport, buf int) <-chan message {
+	in := make(chan message, buf)
+	go func() {
+		defer close(in)
+		for {
+			m, err := t.recv(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case in <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return in
+}
+
 // fileSystem is the distributed file system client: it writes back
 // modified files in the background, each write-back after the one before
 // (bg-large), while the user's demand fetches of 4 KB blocks (fg-small
@@ -435,17 +446,7 @@ func fileSystem(ctx context.Context, opts Options, client, server transport, run
 			last = []uint64{id}
 		}
 	}()
-	in := make(chan message, 64)
-	go func() {
-		defer close(in)
-		for {
-			m, err := client.recv(rctx)
-			if err != nil {
-				return
-			}
-			in <- m
-		}
-	}()
+	in := received(rctx, client, 64)
 	asked := map[uint32]time.Duration{}
 	got := 0
 	tick := time.NewTicker(500 * time.Millisecond)

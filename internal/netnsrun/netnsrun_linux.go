@@ -1,4 +1,4 @@
-package intnw
+package netnsrun
 
 import (
 	"fmt"
@@ -7,9 +7,9 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// inNamespace runs fn on a thread in the network namespace at path ("":
+// Run runs fn on a thread in the network namespace at path ("":
 // the caller's own). Sockets fn creates stay in that namespace.
-func inNamespace(path string, fn func() error) error {
+func Run(path string, fn func() error) error {
 	if path == "" {
 		return fn()
 	}

@@ -117,6 +117,9 @@ func TestSendRateByCPU(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	after := p.rxRate(t, 2*time.Second)
 	t.Logf("after lanesd stopped: %.1f Mbit/s", after/1e6)
+	if l := laneOf(t, send.Process.Pid); strings.HasPrefix(l, "lanes") {
+		t.Errorf("after lanesd stopped the sender is still in %s", l)
+	}
 
 	if !timing {
 		return
@@ -126,8 +129,11 @@ func TestSendRateByCPU(t *testing.T) {
 			t.Errorf("%s: %.1f Mbit/s, want the target %.1f ± 10 %%", name, r/1e6, float64(target)/1e6)
 		}
 	}
-	if after < 0.8*free {
-		t.Errorf("after lanesd stopped the sender sends %.1f Mbit/s, want it free again (%.1f)", after/1e6, free/1e6)
+	// Free again: clearly above the cap. Not compared with the free rate
+	// measured before, which moves with the host's load by more than the
+	// cap's margin (a CI host at PSI 50 % gave 188 then 138 Mbit/s).
+	if after < 1.5*float64(target) {
+		t.Errorf("after lanesd stopped the sender sends %.1f Mbit/s, want it free of the cap (%.1f; %.1f before lanesd)", after/1e6, float64(target)/1e6, free/1e6)
 	}
 }
 

@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-qos/lanes/internal/procfs"
 )
 
 // classOf returns a lane's class id from any applied plan. Class ids do
@@ -158,29 +157,23 @@ func (e *Enforcer) MoveSockets(pid int, laneName string) error {
 	if err != nil {
 		return fmt.Errorf("move sockets of %d: %w", pid, err)
 	}
+	// Most processes placed have no socket (a storm of execs): the listing
+	// alone says so, without a pidfd.
+	fds, err := procfs.SocketFDs(pid)
+	if err != nil {
+		return fmt.Errorf("move sockets of %d: %w", pid, err)
+	}
+	if len(fds) == 0 {
+		return nil
+	}
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return fmt.Errorf("move sockets of %d: pidfd_open: %w", pid, err)
 	}
 	defer unix.Close(pidfd)
-	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
-	ents, err := os.ReadDir(fdDir)
-	if err != nil {
-		return fmt.Errorf("move sockets of %d: %w", pid, err)
-	}
-	seen := map[string]bool{}
 	var errs []error
 	moved, kept := 0, 0
-	for _, ent := range ents {
-		target, err := os.Readlink(filepath.Join(fdDir, ent.Name()))
-		if err != nil || !strings.HasPrefix(target, "socket:[") || seen[target] {
-			continue
-		}
-		seen[target] = true
-		fd, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
+	for _, fd := range fds {
 		switch ok, err := e.relabel(pidfd, fd, cls); {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("fd %d: %w", fd, err))
@@ -190,7 +183,9 @@ func (e *Enforcer) MoveSockets(pid int, laneName string) error {
 			kept++
 		}
 	}
-	e.logf("netsched: pid %d -> lane %s: %d sockets relabelled, %d kept their own label", pid, laneName, moved, kept)
+	if moved+kept > 0 {
+		e.logf("netsched: pid %d -> lane %s: %d sockets relabelled, %d kept their own label", pid, laneName, moved, kept)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("move sockets of %d: %w", pid, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // startNamed starts a copy of sleep named name (its comm) and returns it.
@@ -211,4 +213,46 @@ func BenchmarkStat(b *testing.B) {
 			}
 		}
 	})
+}
+
+// SocketFDs lists this process's sockets once each (a duplicated
+// descriptor is not listed again), and no other descriptor.
+func TestSocketFDs(t *testing.T) {
+	before, err := SocketFDs(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pair[0])
+	defer unix.Close(pair[1])
+	dup, err := unix.FcntlInt(uintptr(pair[0]), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dup)
+	f, err := os.CreateTemp(t.TempDir(), "notasocket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	after, err := SocketFDs(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added []int
+	for _, fd := range after {
+		if !slices.Contains(before, fd) {
+			added = append(added, fd)
+		}
+	}
+	slices.Sort(added)
+	if len(added) != 2 || added[1] != pair[1] || (added[0] != pair[0] && added[0] != dup) {
+		t.Errorf("new sockets %v, want one of %d/%d (the same socket) and %d; file %d is not one", added, pair[0], dup, pair[1], f.Fd())
+	}
+	if _, err := SocketFDs(0); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("SocketFDs(0): %v, want ErrNoProcess", err)
+	}
 }

@@ -270,6 +270,8 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 					d.logf("net auto: %s answers ICMP timestamps: each direction's one-way delay is its own", reflector)
 				case netsched.PingEcho:
 					d.logf("net auto: %s answers echo requests but not timestamps: round trips only, so a queue on either path counts for both directions", reflector)
+				case netsched.PingProbing:
+					d.logf("net auto: %s stopped answering timestamps: asking with echo requests too", reflector)
 				}
 			}
 			if now.Sub(lastProbes) >= time.Second {

@@ -24,7 +24,9 @@ import (
 // so that a queue on the download path is not read as the upload's. A
 // reflector that answers echo requests but not timestamps (many filter
 // them; IPv6 has none) gets echo requests, and the answers give round
-// trips only. Its requests carry label as their socket priority (the
+// trips only; a reflector that stops answering timestamps is asked with
+// echoes too after silentFor, and one settled on echoes is asked for a
+// timestamp now and then. Its requests carry label as their socket priority (the
 // interactive lane's class), so that lanes' own upload tree queues them
 // behind interactive traffic only and the delays measure the link's
 // queue, not lanes'. It opens a raw ICMP socket (root) in the calling
@@ -44,6 +46,11 @@ type Pinger struct {
 	lost   uint64
 	got    uint64
 	echoes int // echo answers while probing
+	// auto is set when the pinger chose its mode (timestamps asked for,
+	// IPv4): it asks again when the reflector changes its mind.
+	auto       bool
+	lastAnswer time.Time // of a request that counts
+	lastAsk    time.Time // a timestamp request sent while settled on echoes
 }
 
 // pingKey is a request: its kind and sequence number.
@@ -55,10 +62,17 @@ type pingKey struct {
 // maxPending bounds the requests awaiting an answer, and lostAfter how
 // long one waits: older ones count as lost. probeEchoes is how many echo
 // answers, without a timestamp answer, settle a reflector as echo-only.
+// A pinger that chose its mode probes again (both kinds) after silentFor
+// without an answer to timestamps, so that a reflector that stops
+// answering them (a firewall rule added) is still measured by echoes; and
+// settled on echoes it asks for a timestamp every askAgain, so that one
+// that starts answering them gets one-way delays again.
 const (
 	maxPending  = 64
 	lostAfter   = 2 * time.Second
 	probeEchoes = 5
+	silentFor   = 2 * time.Second
+	askAgain    = 10 * time.Second
 )
 
 // ICMP timestamp message types (RFC 792).
@@ -104,8 +118,10 @@ func StartPinger(target netip.Addr, interval time.Duration, label uint32, want P
 	}
 	var idb [2]byte
 	rand.Read(idb[:])
+	now := time.Now()
 	p := &Pinger{conn: conn, target: target, id: binary.BigEndian.Uint16(idb[:]), proto: proto,
-		stop: make(chan struct{}), sent: map[pingKey]time.Time{}, mode: mode}
+		stop: make(chan struct{}), sent: map[pingKey]time.Time{}, mode: mode,
+		auto: mode == PingProbing, lastAnswer: now, lastAsk: now}
 	p.done.Add(2)
 	go p.send(interval)
 	go p.read(out)
@@ -204,9 +220,16 @@ func (p *Pinger) send(interval time.Duration) {
 				p.forget(k)
 			}
 		}
+		if p.auto && p.mode == PingTimestamp && now.Sub(p.lastAnswer) >= silentFor {
+			p.mode, p.echoes = PingProbing, 0 // both kinds again
+		}
 		mode := p.mode
+		ask := p.auto && mode == PingEcho && now.Sub(p.lastAsk) >= askAgain
+		if ask {
+			p.lastAsk = now
+		}
 		p.mu.Unlock()
-		if mode != PingEcho {
+		if mode != PingEcho || ask {
 			p.write(dst, pingKey{true, seq})
 		}
 		if mode != PingTimestamp {
@@ -292,11 +315,15 @@ func (p *Pinger) read(out func(PingSample)) {
 			case p.mode == PingProbing:
 				if p.echoes++; p.echoes >= probeEchoes {
 					p.settle(PingEcho)
+					p.lastAsk = now
 				}
+			case p.mode == PingEcho && k.timestamp && p.auto:
+				p.settle(PingTimestamp) // answers timestamps again
 			}
 			ok = p.counts(k) || p.mode == PingProbing
 			if ok {
 				p.got++
+				p.lastAnswer = now
 			}
 		}
 		p.mu.Unlock()

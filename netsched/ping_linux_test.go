@@ -38,16 +38,7 @@ func TestPinger(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.dropTimestamps {
-				// The path drops ICMP timestamp requests, as many
-				// firewalls do: on the pinger's side, an HTB class
-				// whose FIFO holds nothing takes ICMP (protocol 1) of
-				// type 13 (the first byte after a 20-byte IPv4 header).
-				t.Cleanup(func() { exec.Command("tc", "-n", ns, "qdisc", "del", "dev", "p-a", "root").Run() })
-				run(t, "tc", "-n", ns, "qdisc", "add", "dev", "p-a", "root", "handle", "9:", "htb")
-				run(t, "tc", "-n", ns, "class", "add", "dev", "p-a", "parent", "9:", "classid", "9:13", "htb", "rate", "1mbit")
-				run(t, "tc", "-n", ns, "qdisc", "add", "dev", "p-a", "parent", "9:13", "bfifo", "limit", "0")
-				run(t, "tc", "-n", ns, "filter", "add", "dev", "p-a", "parent", "9:", "protocol", "ip", "prio", "1", "u32",
-					"match", "ip", "protocol", "1", "0xff", "match", "u8", "13", "0xff", "at", "20", "flowid", "9:13")
+				dropTimestamps(t, ns, "p-a")
 			}
 			var mu sync.Mutex
 			var got []PingSample
@@ -131,5 +122,102 @@ func TestMsBetween(t *testing.T) {
 		if got := msBetween(tt.a, tt.b); got != tt.want {
 			t.Errorf("msBetween(%d, %d) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+// dropTimestamps has the path drop ICMP timestamp requests, as many
+// firewalls do: on the pinger's side, an HTB class whose FIFO holds
+// nothing takes ICMP (protocol 1) of type 13 (the first byte after a
+// 20-byte IPv4 header). It returns the undo.
+func dropTimestamps(t *testing.T, ns, dev string) func() {
+	t.Helper()
+	undo := func() { exec.Command("tc", "-n", ns, "qdisc", "del", "dev", dev, "root").Run() }
+	t.Cleanup(undo)
+	run(t, "tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "9:", "htb")
+	run(t, "tc", "-n", ns, "class", "add", "dev", dev, "parent", "9:", "classid", "9:13", "htb", "rate", "1mbit")
+	run(t, "tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "9:13", "bfifo", "limit", "0")
+	run(t, "tc", "-n", ns, "filter", "add", "dev", dev, "parent", "9:", "protocol", "ip", "prio", "1", "u32",
+		"match", "ip", "protocol", "1", "0xff", "match", "u8", "13", "0xff", "at", "20", "flowid", "9:13")
+	return undo
+}
+
+// TestPingerFollowsReflector: a reflector that stops answering timestamps
+// mid-run is measured by echoes after silentFor, and when it answers
+// timestamps again the pinger goes back to one-way delays.
+func TestPingerFollowsReflector(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns, peer := newNetns(t, "lnr"), newNetns(t, "lns")
+	run(t, "ip", "link", "add", "r-a", "netns", ns, "type", "veth", "peer", "name", "r-b", "netns", peer)
+	run(t, "ip", "-n", ns, "addr", "add", "198.18.78.1/24", "dev", "r-a")
+	run(t, "ip", "-n", peer, "addr", "add", "198.18.78.2/24", "dev", "r-b")
+	run(t, "ip", "-n", ns, "link", "set", "r-a", "up")
+	run(t, "ip", "-n", peer, "link", "set", "r-b", "up")
+	var mu sync.Mutex
+	var got []PingSample
+	var p *Pinger
+	err := inNetns(t, ns, func() error {
+		var err error
+		p, err = StartPinger(netip.MustParseAddr("198.18.78.2"), 20*time.Millisecond, 0, PingTimestamp, func(s PingSample) {
+			mu.Lock()
+			got = append(got, s)
+			mu.Unlock()
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// since counts the answers after i, and how many had one-way delays.
+	since := func(i int) (n, oneWay int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range got[min(i, len(got)):] {
+			n++
+			if s.OneWay {
+				oneWay++
+			}
+		}
+		return n, oneWay
+	}
+	mark := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
+	}
+	// waitMode waits for mode m, within d, and returns how long it took.
+	waitMode := func(m PingMode, d time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for p.Mode() != m {
+			if time.Since(start) > d {
+				t.Fatalf("mode %v after %v, want %v", p.Mode(), d, m)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	waitMode(PingTimestamp, 2*time.Second)
+
+	undo := dropTimestamps(t, ns, "r-a")
+	dropped := mark()
+	took := waitMode(PingEcho, silentFor+3*time.Second)
+	t.Logf("timestamps dropped: echoes after %v", took.Round(time.Millisecond))
+	settled := mark()
+	time.Sleep(500 * time.Millisecond)
+	if n, oneWay := since(settled); n < 10 || oneWay != 0 {
+		t.Errorf("%d answers in 0.5 s on echoes (%d one-way), want at least 10, round trips only", n, oneWay)
+	}
+	if n, _ := since(dropped); n == 0 {
+		t.Errorf("no answer since timestamps were dropped")
+	}
+
+	undo()
+	took = waitMode(PingTimestamp, askAgain+3*time.Second)
+	t.Logf("timestamps answered again: one-way delays after %v", took.Round(time.Millisecond))
+	back := mark()
+	time.Sleep(500 * time.Millisecond)
+	if n, oneWay := since(back); n < 10 || oneWay != n {
+		t.Errorf("%d answers in 0.5 s back on timestamps, %d one-way: want at least 10, all one-way", n, oneWay)
 	}
 }

@@ -299,8 +299,8 @@ func (d *Daemon) move(r *http.Request) (resp api.MoveResponse, laneName string, 
 }
 
 // keepServices adds to check, where systemd owns the cgroup tree, the
-// refusal to take a process out of its systemd service (see
-// enforce.ServiceOf), except for the caller's own tree: a process that
+// refusal to take a process out of its systemd service or out of a
+// delegated subtree (see enforce.SplitOf), except for the caller's own tree: a process that
 // asks to move itself (lanes run, an application choosing its lane) has
 // chosen to leave its unit.
 func keepServices(e *enforce.Engine, l *lane.Lane, callerPID int, check enforce.Check) enforce.Check {
@@ -308,8 +308,10 @@ func keepServices(e *enforce.Engine, l *lane.Lane, callerPID int, check enforce.
 		return check
 	}
 	return func(p enforce.Candidate) error {
-		if svc := e.ServiceOf(p.From); svc != "" && p.Root != callerPID {
-			return &forbidden{(&enforce.SplitError{PID: p.PID, Service: svc, Lane: l.Name}).Error()}
+		if p.Root != callerPID {
+			if se := e.SplitOf(p.PID, p.From, l.Name); se != nil {
+				return &forbidden{se.Error()}
+			}
 		}
 		if check != nil {
 			return check(p)

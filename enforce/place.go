@@ -69,8 +69,8 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 			out[i].Err = fmt.Errorf("process %d is in a lane already (%+v)", p.PID, p.From)
 			continue
 		}
-		if svc := e.ServiceOf(p.From); svc != "" {
-			out[i].Err = &SplitError{PID: p.PID, Service: svc, Lane: l.Name}
+		if se := e.SplitOf(p.PID, p.From, l.Name); se != nil {
+			out[i].Err = se
 			continue
 		}
 		tids[i] = []int{p.PID}

@@ -62,14 +62,39 @@ func (e *Engine) ServiceOf(m cgroup.Membership) string {
 	return ""
 }
 
-// SplitError refuses to move a process out of its systemd service.
+// SplitOf returns why a process in m may not move into laneName where
+// systemd owns the cgroup tree, nil when it may: it is in a unit whose
+// cgroups systemd delegated to a manager of their own (a user's systemd
+// --user, a container's scope: cgroup.Hierarchy.DelegatedUnit), or it
+// belongs to a service (ServiceOf).
+func (e *Engine) SplitOf(pid int, m cgroup.Membership, laneName string) *SplitError {
+	if e.H.Units == nil || m.V2 == "" || cgroup.GroupOfPath(m.V2) != "" {
+		return nil
+	}
+	if u := e.H.DelegatedUnit(m.V2); u != "" {
+		return &SplitError{PID: pid, Service: u, Lane: laneName, Delegated: true}
+	}
+	if svc := e.ServiceOf(m); svc != "" {
+		return &SplitError{PID: pid, Service: svc, Lane: laneName}
+	}
+	return nil
+}
+
+// SplitError refuses to move a process out of its systemd service, or out
+// of a unit whose cgroups another manager owns (Delegated).
 type SplitError struct {
-	PID     int
-	Service string
-	Lane    string
+	PID       int
+	Service   string
+	Lane      string
+	Delegated bool
 }
 
 func (e *SplitError) Error() string {
+	if e.Delegated {
+		return fmt.Sprintf("process %d is in %s, whose cgroups systemd delegated to a manager of their own (Delegate=yes: a user's systemd --user, a container runtime): "+
+			"moving it into lane %s would take it from that manager; not moved: start the command in the lane with lanes run -l %s -- COMMAND",
+			e.PID, e.Service, e.Lane, e.Lane)
+	}
 	return fmt.Sprintf("process %d belongs to %s: moving it into lane %s would take it out of the service (systemctl stop would no longer reach it); "+
 		"not moved: run the service in the lane with Slice=%s in its unit, or set the lane's CPU and I/O weights on it with systemctl set-property",
 		e.PID, e.Service, e.Lane, cgroup.SliceUnit(cgroup.Prefix+e.Lane))

@@ -121,6 +121,44 @@ func TestSystemdPlacement(t *testing.T) {
 		}
 	}
 
+	// A scope whose cgroups systemd delegated (a container runtime's): its
+	// manager owns them, and a rule leaves it there.
+	delUnit := strings.ReplaceAll(prefix, "lanes-", "lanes-test-") + "deleg.scope"
+	del := exec.Command("systemd-run", "--scope", "--quiet", "--collect", "-p", "Delegate=yes", "--unit", delUnit, "--", "sleep", "50")
+	if err := del.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		exec.Command("systemctl", "stop", delUnit).Run()
+		del.Process.Kill()
+		del.Wait()
+	})
+	var delFrom cgroup.Membership
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if delFrom, _ = cgroup.ProcMembership(del.Process.Pid); strings.HasSuffix(delFrom.V2, "/"+delUnit) {
+			break
+		}
+	}
+	if !strings.HasSuffix(delFrom.V2, "/"+delUnit) {
+		t.Fatalf("systemd-run --scope: process %d in %q, want %s", del.Process.Pid, delFrom.V2, delUnit)
+	}
+	if got := e.H.DelegatedUnit(delFrom.V2); got != delUnit {
+		t.Errorf("DelegatedUnit(%q) = %q, want %s (systemd's trusted.delegate attribute)", delFrom.V2, got, delUnit)
+	}
+	info, _ = ReadProc(del.Process.Pid)
+	placed, err = e.PlaceBatch(l, []Placement{{PID: del.Process.Pid, StartTime: info.StartTime, From: delFrom, Threads: 1, Why: "rule:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(placed) != 1 || !errors.As(placed[0].Err, &se) || !se.Delegated || se.Service != delUnit {
+		t.Errorf("rule placement in a delegated scope: %+v, want a delegated SplitError for %s", placed, delUnit)
+	} else {
+		t.Logf("refused: %v", placed[0].Err)
+	}
+	if after, _ := cgroup.ProcMembership(del.Process.Pid); after.V2 != delFrom.V2 {
+		t.Errorf("process of a delegated scope moved to %q", after.V2)
+	}
+
 	// A scope of two processes: moving one moves the scope whole.
 	scopeUnit := strings.ReplaceAll(prefix, "lanes-", "lanes-test-") + "two.scope"
 	two := exec.Command("systemd-run", "--scope", "--quiet", "--collect", "--unit", scopeUnit, "--", "sh", "-c", "sleep 50 & exec sleep 50")

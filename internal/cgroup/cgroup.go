@@ -295,6 +295,33 @@ func ScopeUnit(group string) string {
 	return SlicePrefix + unitEscape(strings.TrimPrefix(group, Prefix)) + ".scope"
 }
 
+// DelegatedUnit returns the outermost systemd unit on a v2 path (as
+// /proc/PID/cgroup shows it) whose cgroups systemd delegated to a manager
+// of their own ("user@1000.service", a container's scope), "" for none. A
+// unit is delegated when its cgroup carries systemd's trusted.delegate or
+// user.delegate attribute (Delegate=yes, systemd 251 and later) or, for
+// older systemd, when it is a user manager (user@UID.service). Below such a
+// unit the tree is that manager's, not PID 1's: lanes leaves it alone.
+func (h *Hierarchy) DelegatedUnit(v2 string) string {
+	if h.V2Root == "" {
+		return ""
+	}
+	dir := h.V2Root
+	for _, c := range strings.Split(strings.Trim(v2, "/"), "/") {
+		if c == "" || c == "." || c == ".." {
+			return ""
+		}
+		dir += "/" + c
+		if !strings.HasSuffix(c, ".service") && !strings.HasSuffix(c, ".scope") {
+			continue
+		}
+		if strings.HasPrefix(c, "user@") && strings.HasSuffix(c, ".service") || delegated(dir) {
+			return c
+		}
+	}
+	return ""
+}
+
 // GroupOfPath returns the name of the lanes group a cgroup path (as
 // /proc/PID/cgroup shows it) is in, from its first component, under either
 // layout: "/lanes-bg/x" and "/lanes_bg.slice/lanes_bg.scope" are both in

@@ -325,3 +325,48 @@ func BenchmarkAddProc(b *testing.B) {
 		}
 	}
 }
+
+// DelegatedUnit finds the outermost unit whose directory carries systemd's
+// delegation attribute, or a user manager by its name, on a tree of plain
+// directories standing in for the v2 mount (the attribute is what systemd
+// sets; the guest with systemd checks it on a real Delegate=yes scope).
+func TestDelegatedUnit(t *testing.T) {
+	root := t.TempDir()
+	dirs := []string{
+		"system.slice/box.service/payload/inner.scope",
+		"system.slice/plain.service/sub",
+		"user.slice/user-1000.slice/user@1000.service/app.slice/term.scope",
+		"machine.slice/libpod-1.scope/container",
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(root+"/"+d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := func(dir string) {
+		if err := unix.Setxattr(root+"/"+dir, "user.delegate", []byte("1"), 0); err != nil {
+			t.Skipf("this file system takes no user.* attributes (%v)", err)
+		}
+	}
+	mark("system.slice/box.service")
+	mark("machine.slice/libpod-1.scope")
+	mark("system.slice/box.service/payload/inner.scope") // inside another: the outer one counts
+	h := &Hierarchy{V2Root: root}
+	for _, tt := range []struct{ path, want string }{
+		{"/system.slice/box.service", "box.service"},
+		{"/system.slice/box.service/payload/inner.scope", "box.service"},
+		{"/system.slice/plain.service/sub", ""},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/term.scope", "user@1000.service"},
+		{"/user.slice/user-1000.slice/session-3.scope", ""},
+		{"/machine.slice/libpod-1.scope/container", "libpod-1.scope"},
+		{"/", ""},
+		{"/system.slice/../system.slice/box.service", ""},
+	} {
+		if got := h.DelegatedUnit(tt.path); got != tt.want {
+			t.Errorf("DelegatedUnit(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+	if got := (&Hierarchy{}).DelegatedUnit("/system.slice/box.service"); got != "" {
+		t.Errorf("without a v2 mount: %q", got)
+	}
+}

@@ -80,3 +80,6 @@ func (p *Procs) Close() error { return errUnsupported }
 
 // ReadProcs is not supported outside Linux.
 func ReadProcs(h *Hierarchy, path string) ([]int, error) { return nil, errUnsupported }
+
+// delegated is always false outside Linux.
+func delegated(dir string) bool { return false }

@@ -145,3 +145,16 @@ func (g Group) noteDir() string {
 	}
 	return g.membersDir()
 }
+
+// delegated says whether systemd delegated the cgroup at dir (an absolute
+// path in the v2 mount) to a manager of its own: the attribute systemd
+// sets on a Delegate=yes unit's cgroup.
+func delegated(dir string) bool {
+	var b [8]byte
+	for _, name := range []string{"trusted.delegate", "user.delegate"} {
+		if n, err := unix.Getxattr(dir, name, b[:]); err == nil && n > 0 && b[0] == '1' {
+			return true
+		}
+	}
+	return false
+}

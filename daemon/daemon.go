@@ -40,6 +40,9 @@ type Options struct {
 	// it carries on with (warning; Logf when nil).
 	Logf  func(format string, args ...any)
 	Warnf func(format string, args ...any)
+	// Debugf logs the detail of what the daemon changes (each thread a
+	// reservation puts under SCHED_DEADLINE and gives back); nil: none.
+	Debugf func(format string, args ...any)
 }
 
 // Daemon is a running lanesd.
@@ -156,6 +159,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer store.Close()
+	eng.SetDebugf(opts.Debugf)
 	d := &Daemon{opts: opts, logf: logf, store: store, engine: eng, cfg: cfg, cfgPath: cfgPath,
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket,
 		bus: events.New()}

@@ -75,6 +75,9 @@ Flags:
 	logger := logging.New(stderr, level, f != nil && logging.ToJournal(f))
 	opts.Logf = logging.Printf(logger, slog.LevelInfo)
 	opts.Warnf = logging.Printf(logger, slog.LevelWarn)
+	if level <= slog.LevelDebug {
+		opts.Debugf = logging.Printf(logger, slog.LevelDebug)
+	}
 	fail := logging.Printf(logger, slog.LevelError)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)

@@ -199,6 +199,9 @@ func (run *reserveRun) sample(now time.Time, dt time.Duration) {
 		}
 		for tid := range rl.ran {
 			if _, ok := cur[tid]; !ok {
+				if f := run.d.opts.Debugf; f != nil && rl.applied[tid] > 0 {
+					f("reserve: lane %s: thread %d, given %v, not seen in the lane: forgotten", rl.l.Name, tid, rl.applied[tid])
+				}
 				delete(rl.use, tid)
 				delete(rl.twait, tid)
 				delete(rl.applied, tid)
@@ -218,6 +221,9 @@ func (run *reserveRun) sample(now time.Time, dt time.Duration) {
 		// Processes that left the lane get their own scheduling back.
 		for pid := range rl.reserved {
 			if !member[pid] {
+				if f := run.d.opts.Debugf; f != nil {
+					f("reserve: lane %s: pid %d left the lane", rl.l.Name, pid)
+				}
 				run.unreserve(rl, pid)
 			}
 		}

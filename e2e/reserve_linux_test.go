@@ -157,7 +157,10 @@ func TestReserve(t *testing.T) {
 				t.Logf("the busy thread's policy and the windows are not asserted: lanes does not choose SCHED_DEADLINE here (%s)", auto.Reason)
 			}
 			e := newEnv(t, "[lanes.rsv]\ncpu.reserve = \""+tt.reserve+"\"\n")
-			e.startWith([]string{e.bin, "--reserve-mechanism", tt.mechanism})
+			// At debug level lanesd logs each thread it puts under
+			// SCHED_DEADLINE and gives back: the log the check after stop
+			// prints.
+			e.startWith([]string{e.bin, "--reserve-mechanism", tt.mechanism, "--log-level", "debug"})
 			loop := busy(t, e.bin, 60)
 			pid := loop.Process.Pid
 			if r := e.lanes("move", strconv.Itoa(pid), "rsv"); r.code != 0 {

@@ -36,6 +36,8 @@ type Engine struct {
 	Disk  *disk.Enforcer
 	store *state.Store
 	logf  func(string, ...any)
+	// debugf logs each change to a thread's scheduling (SetDebugf).
+	debugf func(string, ...any)
 	// groupName maps a lane name to its cgroup name (the daemon uses
 	// "lanes-<lane>"; a daemon-less `lanes run` a private group).
 	groupName func(laneName string) string
@@ -93,6 +95,25 @@ type Options struct {
 	Logf  func(string, ...any)
 	// GroupName maps a lane to its cgroup name; nil means "lanes-<lane>".
 	GroupName func(laneName string) string
+}
+
+// SetDebugf sets where the engine logs each change it makes to a
+// thread's scheduling (a reservation's SCHED_DEADLINE and what it gives
+// back): lanesd's debug level. nil logs nothing.
+func (e *Engine) SetDebugf(f func(string, ...any)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.debugf = f
+}
+
+// debug logs through the debug logger, if any.
+func (e *Engine) debug(format string, args ...any) {
+	e.mu.Lock()
+	f := e.debugf
+	e.mu.Unlock()
+	if f != nil {
+		f(format, args...)
+	}
 }
 
 // New probes the host and returns an engine.

@@ -66,6 +66,9 @@ func (e *Engine) Reserve(pid int, runtimes map[int]time.Duration, period time.Du
 			return fmt.Errorf("reserve pid %d: record: %w", pid, err)
 		}
 	}
+	if len(todo) > 0 {
+		e.debug("reserve: pid %d (lane %s): threads %v to SCHED_DEADLINE every %v (runtimes %v); own policies recorded %v", pid, laneName, todo, period, runtimes, rec.Threads)
+	}
 	for _, tid := range todo {
 		if err := cpu.SetThreadDeadline(tid, runtimes[tid], period); err != nil && !errors.Is(err, cpu.ErrGone) {
 			return fmt.Errorf("reserve pid %d: %w", pid, err)
@@ -91,16 +94,41 @@ func (e *Engine) Unreserve(pid int) error {
 // reserved) lane take it back.
 func (e *Engine) giveBackSched(rec SchedRecord) error {
 	if !alive(rec.PID, rec.StartTime) {
+		e.debug("reserve: pid %d (lane %s) ended: its record goes", rec.PID, rec.Lane)
 		return nil
 	}
 	var errs []error
+	e.debug("reserve: pid %d (lane %s): recorded threads %v get their own policies back", rec.PID, rec.Lane, rec.Threads)
 	errs = append(errs, giveBackThreads(rec, cpu.SetThreadSched))
+	e.debugStillDeadline(rec)
 	if l := e.ensuredLane(rec.Lane); l != nil {
 		if err := e.CPU.JoinThreads(rec.PID, l.CPU); err != nil && !errors.Is(err, cpu.ErrGone) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// debugStillDeadline logs, at debug level, the threads of rec's process
+// that are under SCHED_DEADLINE after their own policies were given back:
+// a thread lanes put there without a record would show here.
+func (e *Engine) debugStillDeadline(rec SchedRecord) {
+	e.mu.Lock()
+	on := e.debugf != nil
+	e.mu.Unlock()
+	if !on {
+		return
+	}
+	tids, err := procfs.Threads(rec.PID)
+	if err != nil {
+		return
+	}
+	for _, tid := range tids {
+		if s, err := cpu.GetThreadSched(tid); err == nil && s.Policy == cpu.SchedDeadline {
+			_, recorded := rec.Threads[tid]
+			e.debug("reserve: pid %d: thread %d still under SCHED_DEADLINE after the give-back (recorded: %v)", rec.PID, tid, recorded)
+		}
+	}
 }
 
 // RestoreReserves gives back every recorded reservation: at stop, in
@@ -132,8 +160,10 @@ func (e *Engine) UnreserveThread(pid, tid int) error {
 	}
 	own, ok := rec.Threads[tid]
 	if !ok {
+		e.debug("reserve: pid %d: thread %d has no record to give back", pid, tid)
 		return nil
 	}
+	e.debug("reserve: pid %d: thread %d gets its own policy back (%+v)", pid, tid, own)
 	if err := cpu.SetThreadSched(tid, own); err != nil && !errors.Is(err, cpu.ErrGone) {
 		return err
 	}

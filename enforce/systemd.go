@@ -155,10 +155,10 @@ func (e *Engine) scopePeers(m cgroup.Membership) (string, []int) {
 		return "", nil
 	}
 	unit := path.Base(m.V2)
-	// A scope of a user's manager (below user@UID.service) is that
-	// manager's: lanes, asking the system manager, could not start it
-	// again on stop.
-	if !strings.HasSuffix(unit, ".scope") || strings.HasPrefix(unit, "session-") || unit == "init.scope" || cgroup.Delegated(m.V2) {
+	// A scope in a delegated subtree (a user's manager below
+	// user@UID.service, a container runtime's) is that manager's: lanes,
+	// asking the system manager, could not start it again on stop.
+	if !strings.HasSuffix(unit, ".scope") || strings.HasPrefix(unit, "session-") || unit == "init.scope" || e.H.DelegatedUnit(m.V2) != "" {
 		return "", nil
 	}
 	peers, err := cgroup.ReadProcs(e.H, m.V2)

@@ -299,23 +299,27 @@ func ScopeUnit(group string) string {
 // /proc/PID/cgroup shows it) whose cgroups systemd delegated to a manager
 // of their own ("user@1000.service", a container's scope), "" for none. A
 // unit is delegated when its cgroup carries systemd's trusted.delegate or
-// user.delegate attribute (Delegate=yes, systemd 251 and later) or, for
-// older systemd, when it is a user manager (user@UID.service). Below such a
-// unit the tree is that manager's, not PID 1's: lanes leaves it alone.
+// user.delegate attribute (Delegate=yes, systemd 251 and later), when it
+// is a user manager (user@UID.service), or when the path goes on below a
+// service (systemd makes no groups inside a service it did not delegate).
+// Below such a unit the tree is that manager's, not PID 1's: lanes leaves
+// it alone.
 func (h *Hierarchy) DelegatedUnit(v2 string) string {
 	if h.V2Root == "" {
 		return ""
 	}
 	dir := h.V2Root
-	for _, c := range strings.Split(strings.Trim(v2, "/"), "/") {
+	parts := strings.Split(strings.Trim(v2, "/"), "/")
+	for i, c := range parts {
 		if c == "" || c == "." || c == ".." {
 			return ""
 		}
 		dir += "/" + c
-		if !strings.HasSuffix(c, ".service") && !strings.HasSuffix(c, ".scope") {
+		service := strings.HasSuffix(c, ".service")
+		if !service && !strings.HasSuffix(c, ".scope") {
 			continue
 		}
-		if strings.HasPrefix(c, "user@") && strings.HasSuffix(c, ".service") || delegated(dir) {
+		if service && (strings.HasPrefix(c, "user@") || i < len(parts)-1) || delegated(dir) {
 			return c
 		}
 	}
@@ -361,19 +365,6 @@ func SystemSlices(path string) []string {
 		}
 	}
 	return out
-}
-
-// Delegated reports whether a cgroup path is below a systemd service (a
-// user's manager, user@UID.service, or a service with Delegate=yes): the
-// groups there are that service's, not the system manager's.
-func Delegated(path string) bool {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for _, p := range parts[:max(len(parts)-1, 0)] {
-		if strings.HasSuffix(p, ".service") {
-			return true
-		}
-	}
-	return false
 }
 
 // unitEscape escapes s for a unit name as systemd-escape does: "-", "\\"

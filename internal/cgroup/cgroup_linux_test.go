@@ -355,7 +355,8 @@ func TestDelegatedUnit(t *testing.T) {
 	for _, tt := range []struct{ path, want string }{
 		{"/system.slice/box.service", "box.service"},
 		{"/system.slice/box.service/payload/inner.scope", "box.service"},
-		{"/system.slice/plain.service/sub", ""},
+		{"/system.slice/plain.service", ""},
+		{"/system.slice/plain.service/sub", "plain.service"}, // a group inside: delegated (older systemd)
 		{"/user.slice/user-1000.slice/user@1000.service/app.slice/term.scope", "user@1000.service"},
 		{"/user.slice/user-1000.slice/session-3.scope", ""},
 		{"/machine.slice/libpod-1.scope/container", "libpod-1.scope"},

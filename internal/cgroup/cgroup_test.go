@@ -225,6 +225,7 @@ func TestSystemSlices(t *testing.T) {
 		{"/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope", []string{"/user.slice/user-1000.slice", "/user.slice"}, true},
 		{"/system.slice/docker.service/sub", []string{"/system.slice"}, true},
 		{"/system.slice/docker.service", []string{"/system.slice"}, false},
+		{"/user.slice/user-1000.slice/user@1000.service/init.scope", []string{"/user.slice/user-1000.slice", "/user.slice"}, true},
 		{"/lanes_bg.slice/lanes_bg.scope", []string{"/lanes_bg.slice"}, false},
 		{"/init.scope", nil, false},
 		{"/", nil, false},
@@ -233,8 +234,10 @@ func TestSystemSlices(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(tc.slices, " ") {
 			t.Errorf("SystemSlices(%q) = %q, want %q", tc.path, got, tc.slices)
 		}
-		if d := Delegated(tc.path); d != tc.delegated {
-			t.Errorf("Delegated(%q) = %v, want %v", tc.path, d, tc.delegated)
+		// Without the attributes (no such directory): by the path alone.
+		h := &Hierarchy{V2Root: "/nonexistent-lanes-test"}
+		if d := h.DelegatedUnit(tc.path) != ""; d != tc.delegated {
+			t.Errorf("DelegatedUnit(%q) = %q, want delegated %v", tc.path, h.DelegatedUnit(tc.path), tc.delegated)
 		}
 	}
 }

@@ -56,6 +56,18 @@ type Options struct {
 	// paths are dialled and its addresses watched there, a listener
 	// listens there. "": the caller's.
 	Namespace string
+	// ProbeSize is the most padding one bandwidth probe sends (the
+	// connection scout's active measurement): a path is probed when it
+	// comes up and again after ProbeIdle without a measurement, while it
+	// carries nothing, and its socket's delivery rate over the probe is
+	// its bandwidth sample. A probe is at most what the path's estimate
+	// sends in 250 ms (at least 16 KiB), so that foreground written just
+	// after waits little behind it. 0: 64 KiB; negative: no probes
+	// (bandwidth from traffic and the hint only).
+	ProbeSize int
+	// ProbeIdle is how long a path may go without a bandwidth
+	// measurement before an idle one is probed again; 0: 30s.
+	ProbeIdle time.Duration
 	// OnPath is told of each path's state when it comes up or goes down.
 	OnPath func(PathStatus)
 	// Logf logs what the multi-socket does with its paths.
@@ -71,6 +83,11 @@ func (o Options) withDefaults() Options {
 	def(&o.UserTimeout, 5*time.Second)
 	def(&o.Redial, time.Second)
 	def(&o.Linger, 30*time.Second)
+	def(&o.ProbeIdle, 30*time.Second)
+	if o.ProbeSize == 0 {
+		o.ProbeSize = 64 << 10
+	}
+	o.ProbeSize = min(o.ProbeSize, maxProbe)
 	if o.SendBuffer <= 0 {
 		o.SendBuffer = 8 << 20
 	}
@@ -156,6 +173,10 @@ type PathStatus struct {
 	// Bandwidth is the filtered delivery rate in bit/s (the path's hint
 	// until measured).
 	Bandwidth float64
+	// Measured: Bandwidth comes from the socket's delivery rate (traffic
+	// or a probe), not only from the hint. Probes counts the probes sent.
+	Measured bool
+	Probes   int
 	// Queued is the bytes in the socket not yet acknowledged.
 	Queued int
 	// Sent and Received count the bytes of frames each way.
@@ -219,11 +240,17 @@ type pathState struct {
 	pingSeq  uint32
 	lastPong time.Time
 	stalled  bool
-	outq     int
-	sent     uint64
-	received uint64
-	lastErr  error
-	dialErr  string // the last redial's failure, logged once
+	// The scout's bandwidth probes: when the path last had a delivery
+	// rate sample that its sender did not limit, and when it was probed.
+	measuredAt, probedAt time.Time
+	probes               int
+	delivered            uint32  // TCP_INFO's, at the last sample
+	rate                 float64 // TCP_INFO's delivery rate, at the last sample
+	outq                 int
+	sent                 uint64
+	received             uint64
+	lastErr              error
+	dialErr              string // the last redial's failure, logged once
 }
 
 func newConn(opts Options, client bool, id [16]byte) *Conn {
@@ -262,6 +289,7 @@ func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
 	p.gen++
 	p.stop, p.wrote = make(chan struct{}), make(chan struct{})
 	p.pingSent, p.lastPong, p.stalled = time.Time{}, time.Time{}, false
+	p.probedAt = time.Time{} // a new connection is probed when idle
 	if p.bw.n == 0 {
 		bw := defaultBandwidth
 		if cfg.Bandwidth > 0 {
@@ -461,6 +489,39 @@ func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
 	return nil, 0
 }
 
+// probePad is a probe's padding.
+var probePad = make([]byte, maxProbe)
+
+// probeLocked says how many bytes of padding idle path p sends now to
+// measure its bandwidth (0: none): when the path has not been measured
+// since it came up, or not for ProbeIdle, nothing waits to be sent on
+// any path, its socket is empty, and it is usable; at most what its
+// estimate sends in 250 ms, at least 16 KiB, at most ProbeSize.
+func (c *Conn) probeLocked(p *pathState, now time.Time) int {
+	if c.opts.ProbeSize <= 0 || c.closing || p.stalled || !p.up {
+		return 0
+	}
+	last := p.measuredAt
+	if p.probedAt.After(last) {
+		last = p.probedAt
+	}
+	if !p.probedAt.IsZero() && now.Sub(last) < c.opts.ProbeIdle {
+		return 0
+	}
+	for _, l := range []Label{FGSmall, FGLarge, BGSmall, BGLarge} {
+		if c.snd.queued(l) {
+			return 0
+		}
+	}
+	if !slices.Contains(c.usablePathsLocked(), p) || socketQueue(p.tc) > 0 {
+		return 0
+	}
+	n := min(max(int(p.bw.value()/4), 16<<10), c.opts.ProbeSize)
+	p.probedAt = now
+	p.probes++
+	return n
+}
+
 // fillLocked appends what path p writes next: its control frames, its
 // acknowledgements, and a chunk.
 func (c *Conn) fillLocked(p *pathState, b []byte, now time.Time) ([]byte, time.Duration) {
@@ -490,6 +551,8 @@ func (c *Conn) fillLocked(p *pathState, b []byte, now time.Time) ([]byte, time.D
 	ch, retry := c.pickLocked(p, now)
 	if ch != nil {
 		b = appendFrame(b, ch.frame())
+	} else if n := c.probeLocked(p, now); n > 0 {
+		b = appendFrame(b, &frame{typ: tProbe, data: probePad[:n]})
 	}
 	if ping > 0 && (retry == 0 || ping < retry) {
 		retry = ping
@@ -614,6 +677,8 @@ func (c *Conn) handleLocked(p *pathState, f *frame) {
 	case tPing:
 		p.ctrl = append(p.ctrl, &frame{typ: tPong, id: f.id, aux: f.aux})
 		kick(p)
+	case tProbe:
+		// Padding: counted in Received, nothing more.
 	case tPong:
 		if f.aux == p.pingSeq && !p.pingSent.IsZero() {
 			p.pingSent = time.Time{}
@@ -675,8 +740,16 @@ func (c *Conn) sampler() {
 			// path's bandwidth.
 			if st.deliveryRate > 0 && (!st.appLimited || st.deliveryRate > p.bw.value()) {
 				p.bw.add(st.deliveryRate)
+				// The kernel keeps its last sample the sender did not
+				// limit until a higher or another such one comes: a
+				// measurement is a new rate, not only more deliveries
+				// (the pings').
+				if !st.appLimited && st.delivered != p.delivered && st.deliveryRate != p.rate {
+					p.measuredAt = time.Now()
+				}
 			}
 			p.outq = st.outq
+			p.delivered, p.rate = st.delivered, st.deliveryRate
 		}
 		now := time.Now()
 		for _, p := range c.liveLocked() {
@@ -980,7 +1053,8 @@ func (c *Conn) Paths() []PathStatus {
 
 func (c *Conn) statusLocked(p *pathState) PathStatus {
 	st := PathStatus{Index: p.idx, Name: p.cfg.Name, Up: p.up, Stalled: p.up && p.stalled, RTT: time.Duration(p.lat.value() * float64(time.Second)),
-		Bandwidth: p.bw.value() * 8, Queued: p.outq, Sent: p.sent, Received: p.received}
+		Bandwidth: p.bw.value() * 8, Queued: p.outq, Sent: p.sent, Received: p.received,
+		Measured: !p.measuredAt.IsZero(), Probes: p.probes}
 	if st.Name == "" {
 		st.Name = fmt.Sprintf("path%d", p.idx)
 	}

@@ -22,7 +22,7 @@ import (
 // A data frame's payload is its dependencies (u64 each, in the chunk at
 // offset 0 only) and then its bytes; an ack's is its entries (id u64,
 // offset u64, length u32); a hello's the 16-byte session id; an error's
-// or a close's a reason in text.
+// or a close's a reason in text; a probe's is padding, discarded.
 const (
 	headerLen = 32
 	version   = 1
@@ -36,6 +36,8 @@ const (
 	ackLen  = 20
 	// maxText bounds an error's or a close's reason.
 	maxText = 1024
+	// maxProbe bounds a probe's padding.
+	maxProbe = 256 << 10
 )
 
 type frameType uint8
@@ -50,11 +52,12 @@ const (
 	tPathDown                      // the sender has lost path Aux
 	tClose                         // the sender ends the session: nothing more will come
 	tError                         // the sender refuses the session (hello) or the stream
+	tProbe                         // padding the sender measures the path's bandwidth with
 	numTypes
 )
 
 func (t frameType) String() string {
-	names := [...]string{"", "hello", "welcome", "data", "ack", "ping", "pong", "pathdown", "close", "error"}
+	names := [...]string{"", "hello", "welcome", "data", "ack", "ping", "pong", "pathdown", "close", "error", "probe"}
 	if int(t) < len(names) && t > 0 {
 		return names[t]
 	}
@@ -210,6 +213,10 @@ func parseHeader(h []byte) (*frame, int, error) {
 	case tClose, tError:
 		if payload > maxText {
 			return nil, 0, protoErr("%s reason of %d bytes, at most %d", f.typ, payload, maxText)
+		}
+	case tProbe:
+		if payload > maxProbe {
+			return nil, 0, protoErr("probe of %d bytes, at most %d", payload, maxProbe)
 		}
 	default:
 		return nil, 0, protoErr("unknown frame type %d", h[1])

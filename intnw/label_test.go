@@ -54,6 +54,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		{typ: tPathDown, aux: 1},
 		{typ: tClose},
 		{typ: tError, data: []byte("no")},
+		{typ: tProbe, data: make([]byte, 4096)},
 	}
 	var b []byte
 	for _, f := range frames {
@@ -103,6 +104,7 @@ func TestFrameRefused(t *testing.T) {
 		{"ping with payload", data(&frame{typ: tPing, data: []byte("x")}), "ping frame with 1 bytes of payload"},
 		{"short hello", data(&frame{typ: tHello, data: make([]byte, 4)}), "hello with a 4-byte session id, want 16"},
 		{"long reason", data(&frame{typ: tError, data: make([]byte, maxText+1)}), "error reason of 1025 bytes"},
+		{"probe too big", data(&frame{typ: tProbe, data: make([]byte, maxProbe+1)}), "probe of 262145 bytes, at most 262144"},
 		{"cut header", data(&frame{typ: tPing})[:20], "stream ended inside a frame header"},
 		{"cut payload", data(&frame{typ: tData, id: 1, data: []byte("abcdef")})[:35], "stream ended inside a data frame"},
 	}

@@ -17,6 +17,7 @@ type sockStats struct {
 	deliveryRate float64
 	appLimited   bool
 	outq         int
+	delivered    uint32
 	ok           bool
 }
 

@@ -15,6 +15,7 @@ type sockStats struct {
 	deliveryRate float64 // bytes per second
 	appLimited   bool    // the rate sample was limited by us, not the network
 	outq         int     // bytes written and not yet acknowledged by the peer's TCP
+	delivered    uint32  // segments delivered so far: a new rate sample when it moves
 	ok           bool
 }
 
@@ -37,6 +38,7 @@ func readSockStats(c *net.TCPConn) sockStats {
 		st.rtt = time.Duration(info.Rtt) * time.Microsecond
 		st.minRTT = time.Duration(info.Min_rtt) * time.Microsecond
 		st.deliveryRate = float64(info.Delivery_rate)
+		st.delivered = info.Delivered
 		st.outq, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
 		st.ok = true
 	})

@@ -65,6 +65,11 @@ func scenarioByName(n string) (Scenario, bool) {
 // Arms are the ways of using the networks.
 var Arms = []string{"single0", "single1", "mptcp", "intnw-nolabels", "intnw", "proxy"}
 
+// ScoutArms, run when named, measure the connection scout: the intnw arm
+// without the links' rates as hints (each path starts at 1 Mbit/s), with
+// the scout's bandwidth probes and without them.
+var ScoutArms = []string{"intnw-nohint", "intnw-noprobe"}
+
 // armDescription says what an arm is.
 func armDescription(arm string, sc Scenario) string {
 	switch arm {
@@ -80,6 +85,10 @@ func armDescription(arm string, sc Scenario) string {
 		return "the intnw multi-socket with the application's labels and dependencies"
 	case "proxy":
 		return "the application unmodified, a TCP connection from an interactive lane and one from a background lane, carried by lanes proxy over the multi-socket"
+	case "intnw-nohint":
+		return "intnw, no bandwidth hints: each path's bandwidth from the scout's probes and the traffic"
+	case "intnw-noprobe":
+		return "intnw, no bandwidth hints and no probes: each path's bandwidth from the traffic only"
 	}
 	return arm
 }
@@ -119,8 +128,8 @@ func (o *Options) defaults() error {
 		o.Arms = Arms
 	}
 	for _, a := range o.Arms {
-		if !slices.Contains(Arms, a) {
-			return fmt.Errorf("unknown arm %q (arms: %s)", a, strings.Join(Arms, ", "))
+		if !slices.Contains(Arms, a) && !slices.Contains(ScoutArms, a) {
+			return fmt.Errorf("unknown arm %q (arms: %s; when named: %s)", a, strings.Join(Arms, ", "), strings.Join(ScoutArms, ", "))
 		}
 	}
 	if len(o.Workloads) == 0 {

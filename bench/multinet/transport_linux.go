@@ -165,17 +165,25 @@ func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario,
 	switch arm {
 	case "proxy":
 		return connectProxy(ctx, topo, sc, port, logf)
-	case "intnw", "intnw-nolabels":
-		lis, err := intnw.Listen(fmt.Sprintf(":%d", port), &intnw.Options{Namespace: "/run/netns/" + topo.Dst})
+	case "intnw", "intnw-nolabels", "intnw-nohint", "intnw-noprobe":
+		probe := 0 // the default
+		if arm == "intnw-noprobe" {
+			probe = -1
+		}
+		lis, err := intnw.Listen(fmt.Sprintf(":%d", port), &intnw.Options{Namespace: "/run/netns/" + topo.Dst, ProbeSize: probe})
 		if err != nil {
 			return nil, nil, err
 		}
 		var paths []intnw.Path
 		for i, p := range topo.Paths {
+			hint := float64(sc.Links[i].Rate)
+			if arm == "intnw-nohint" || arm == "intnw-noprobe" {
+				hint = 0
+			}
 			paths = append(paths, intnw.Path{Name: sc.Links[i].Name, Local: p.SrcAddr,
-				Remote: netip.AddrPortFrom(p.DstAddr, port), Bandwidth: float64(sc.Links[i].Rate)})
+				Remote: netip.AddrPortFrom(p.DstAddr, port), Bandwidth: hint})
 		}
-		c, err := intnw.Dial(ctx, paths, &intnw.Options{Namespace: "/run/netns/" + topo.Src, Logf: logf})
+		c, err := intnw.Dial(ctx, paths, &intnw.Options{Namespace: "/run/netns/" + topo.Src, Logf: logf, ProbeSize: probe})
 		if err != nil {
 			lis.Close()
 			return nil, nil, err
@@ -186,7 +194,7 @@ func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario,
 			lis.Close()
 			return nil, nil, err
 		}
-		labels := arm == "intnw"
+		labels := arm != "intnw-nolabels"
 		// The listener goes with the server end; paths joining later
 		// need it, so it is closed when the server end is.
 		return &multi{c: c, labels: labels}, &closing{&multi{c: s, labels: labels}, lis}, nil

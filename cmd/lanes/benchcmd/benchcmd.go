@@ -545,7 +545,9 @@ all). Arms: single0 and single1 (TCP over one network), mptcp (one MPTCP
 connection, the kernel's path manager and default scheduler), intnw-nolabels
 (the multi-socket, every message bg-large in order), intnw (the application's
 labels) and proxy (the application unmodified, a connection from an interactive
-lane and one from a background lane carried by lanes proxy). Writes multinet.json and multinet.md into --out: each arm's figures and
+lane and one from a background lane carried by lanes proxy); when named with
+--arm, intnw-nohint (no bandwidth hints: the connection scout's probes measure
+each network) and intnw-noprobe (no hints and no probes). Writes multinet.json and multinet.md into --out: each arm's figures and
 the labelled multi-socket's ratios to them. Needs root and iproute2.`,
 		Example: `  sudo lanes bench multinet --out bench/results/multinet
   sudo lanes bench multinet --scenario hotspot --workload email --arm mptcp,intnw`,
@@ -571,7 +573,7 @@ the labelled multi-socket's ratios to them. Needs root and iproute2.`,
 	f.StringVar(&opts.OutDir, "out", ".", "directory for multinet.json and multinet.md")
 	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios: hotspot, intermittent, vehicular (default all)")
 	f.StringSliceVar(&opts.Workloads, "workload", nil, "run only these workloads: sensor, email, fs (default all)")
-	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: "+strings.Join(multinet.Arms, ", ")+" (default all)")
+	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: "+strings.Join(multinet.Arms, ", ")+" (default all), or "+strings.Join(multinet.ScoutArms, ", "))
 	f.StringVar(&opts.TraceDir, "traces", filepath.Join("bench", "traces"), "directory of the link traces (the repository's bench/traces)")
 	f.IntVar(&opts.Repeats, "repeats", 1, "runs per scenario, workload and arm")
 	f.DurationVar(&opts.Duration, "duration", 120*time.Second, "length of a sensor run (20s..1h)")

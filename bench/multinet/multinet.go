@@ -313,7 +313,7 @@ func (r *Results) Markdown() string {
 		fmt.Fprintf(&b, "## %s, %s\n\n%s.\n\n| arm | interactive (mean) | %s | intnw's interactive better by | intnw's bulk vs. this arm |\n|---|---|---|---|---|\n",
 			run.Scenario, run.Workload, sc.Description, bulkHead)
 		ilat, ibulk, _, _ := r.stat(run.Scenario, run.Workload, "intnw")
-		for _, arm := range Arms {
+		for _, arm := range slices.Concat(Arms, ScoutArms) {
 			lat, bulk, n, unfinished := r.stat(run.Scenario, run.Workload, arm)
 			if n == 0 {
 				continue

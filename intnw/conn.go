@@ -289,7 +289,9 @@ func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
 	p.gen++
 	p.stop, p.wrote = make(chan struct{}), make(chan struct{})
 	p.pingSent, p.lastPong, p.stalled = time.Time{}, time.Time{}, false
-	p.probedAt = time.Time{} // a new connection is probed when idle
+	// A new connection (a network joined again, maybe another hotspot)
+	// is measured afresh: probed when idle unless its traffic is first.
+	p.probedAt, p.measuredAt = time.Time{}, time.Time{}
 	if p.bw.n == 0 {
 		bw := defaultBandwidth
 		if cfg.Bandwidth > 0 {
@@ -505,8 +507,8 @@ func (c *Conn) probeLocked(p *pathState, now time.Time) int {
 	if p.probedAt.After(last) {
 		last = p.probedAt
 	}
-	if !p.probedAt.IsZero() && now.Sub(last) < c.opts.ProbeIdle {
-		return 0
+	if !last.IsZero() && now.Sub(last) < c.opts.ProbeIdle {
+		return 0 // measured by its traffic or a probe lately
 	}
 	for _, l := range []Label{FGSmall, FGLarge, BGSmall, BGLarge} {
 		if c.snd.queued(l) {
@@ -622,7 +624,7 @@ func (c *Conn) reader(p *pathState, tc *net.TCPConn, gen int) {
 			switch {
 			case errors.As(err, &pe):
 				c.refuseLocked(p, err)
-			case c.peerClosed:
+			case c.peerClosed, c.closing:
 				c.downLocked(p, ErrClosed, false)
 			default:
 				if errors.Is(err, io.EOF) {
@@ -1032,6 +1034,24 @@ func (c *Conn) Close(timeout time.Duration) error {
 		select {
 		case <-w:
 		case <-time.After(time.Second):
+		}
+	}
+	// The close frames are out: end each path's sending half and let the
+	// readers take what the peer still sends (a probe, data in flight)
+	// until it closes its end on the close frame, for up to a second.
+	// Closing a socket with unread data would send a reset, which can
+	// overtake the close frame and leave the peer redialling instead.
+	c.mu.Lock()
+	for _, p := range c.liveLocked() {
+		_ = p.tc.CloseWrite()
+	}
+	c.mu.Unlock()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		c.mu.Lock()
+		n := len(c.liveLocked())
+		c.mu.Unlock()
+		if n == 0 {
+			break
 		}
 	}
 	c.mu.Lock()

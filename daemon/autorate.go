@@ -271,7 +271,7 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 				case netsched.PingEcho:
 					d.logf("net auto: %s answers echo requests but not timestamps: round trips only, so a queue on either path counts for both directions", reflector)
 				case netsched.PingProbing:
-					d.logf("net auto: no answer to timestamps from %s for %v: asking with echo requests too", reflector, 2*time.Second)
+					d.logf("net auto: no answer to timestamps from %s for %v: asking with echo requests too", reflector, netsched.PingSilence)
 				}
 			}
 			if now.Sub(lastProbes) >= time.Second {

@@ -45,3 +45,7 @@ func (m PingMode) String() string {
 // ErrNoProbeClass: the download path classifies by ports (no BPF), so a
 // probe's echo replies take the download tree's default class.
 var ErrNoProbeClass = errors.New("the download classifier is not BPF (port rules): probe replies take the default class")
+
+// PingSilence is how long a pinger that chose ICMP timestamps goes
+// without an answer to them before it asks with echo requests too.
+const PingSilence = 2 * time.Second

@@ -71,7 +71,7 @@ const (
 	maxPending  = 64
 	lostAfter   = 2 * time.Second
 	probeEchoes = 5
-	silentFor   = 2 * time.Second
+	silentFor   = PingSilence
 	askAgain    = 10 * time.Second
 )
 

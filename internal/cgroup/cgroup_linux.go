@@ -172,11 +172,13 @@ func (g Group) AddProc(pid int) error {
 }
 
 // restoreAffinities puts back the affinities saved before a move. Threads
-// created meanwhile, which the move may have reset, get the process's
-// common affinity when all saved threads shared one (a process pinned as a
-// whole, e.g. by taskset). Best effort: a thread may have exited, or the
-// group's cpuset may exclude its old CPUs (EINVAL), and then the kernel's
-// choice stands.
+// created meanwhile, which the move may have reset (a thread started by
+// one not yet given its affinity back inherits the reset one), get the
+// process's common affinity when all saved threads shared one (a process
+// pinned as a whole, e.g. by taskset). It goes over the threads until a
+// pass finds every one as it should be (at most 10 passes). Best effort: a
+// thread may have exited, or the group's cpuset may exclude its old CPUs
+// (EINVAL), and then the kernel's choice stands.
 func restoreAffinities(pid int, saved map[int]unix.CPUSet) {
 	var common *unix.CPUSet
 	for _, set := range saved {
@@ -188,22 +190,26 @@ func restoreAffinities(pid int, saved map[int]unix.CPUSet) {
 			break
 		}
 	}
-	done := map[int]bool{}
-	for pass := 0; pass < 3; pass++ {
-		fresh := 0
-		for tid := range affinities(pid) {
-			if done[tid] {
+	failed := map[int]bool{} // refused once: the kernel's choice stands
+	for pass := 0; pass < 10; pass++ {
+		wrong := 0
+		for tid, cur := range affinities(pid) {
+			want, ok := saved[tid]
+			if !ok {
+				if common == nil {
+					continue
+				}
+				want = *common
+			}
+			if cur == want || failed[tid] {
 				continue
 			}
-			done[tid] = true
-			fresh++
-			if set, ok := saved[tid]; ok {
-				_ = unix.SchedSetaffinity(tid, &set)
-			} else if common != nil {
-				_ = unix.SchedSetaffinity(tid, common)
+			wrong++
+			if unix.SchedSetaffinity(tid, &want) != nil {
+				failed[tid] = true
 			}
 		}
-		if fresh == 0 {
+		if wrong == 0 {
 			break
 		}
 	}

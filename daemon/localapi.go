@@ -300,9 +300,9 @@ func (d *Daemon) move(r *http.Request) (resp api.MoveResponse, laneName string, 
 
 // keepServices adds to check, where systemd owns the cgroup tree, the
 // refusal to take a process out of its systemd service or out of a
-// delegated subtree (see enforce.SplitOf), except for the caller's own tree: a process that
-// asks to move itself (lanes run, an application choosing its lane) has
-// chosen to leave its unit.
+// delegated subtree (see enforce.SplitOf), except for the caller's own
+// tree: a process that asks to move itself (lanes run, an application
+// choosing its lane) has chosen to leave its unit.
 func keepServices(e *enforce.Engine, l *lane.Lane, callerPID int, check enforce.Check) enforce.Check {
 	if e.H.Units == nil {
 		return check

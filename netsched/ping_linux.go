@@ -26,11 +26,11 @@ import (
 // them; IPv6 has none) gets echo requests, and the answers give round
 // trips only; a reflector that stops answering timestamps is asked with
 // echoes too after silentFor, and one settled on echoes is asked for a
-// timestamp now and then. Its requests carry label as their socket priority (the
-// interactive lane's class), so that lanes' own upload tree queues them
-// behind interactive traffic only and the delays measure the link's
-// queue, not lanes'. It opens a raw ICMP socket (root) in the calling
-// thread's network namespace.
+// timestamp now and then. Its requests carry label as their socket
+// priority (the interactive lane's class), so that lanes' own upload tree
+// queues them behind interactive traffic only and the delays measure the
+// link's queue, not lanes'. It opens a raw ICMP socket (root) in the
+// calling thread's network namespace.
 type Pinger struct {
 	conn   *net.IPConn
 	target netip.Addr

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
+	"github.com/lanes-qos/lanes/internal/netnsrun"
 	"github.com/lanes-qos/lanes/internal/netprobe"
 )
 
@@ -28,7 +29,7 @@ func (e *Enforcer) NewDeliveryMeter(iface string) (*DeliveryMeter, error) {
 		return nil, err
 	}
 	var idx int
-	if err := runInNetns(e.ns, func() error {
+	if err := netnsrun.In(e.ns, func() error {
 		ifi, err := net.InterfaceByName(iface)
 		if err != nil {
 			return err
@@ -64,7 +65,7 @@ func (e *Enforcer) NewDeliveryMeter(iface string) (*DeliveryMeter, error) {
 // Read runs the iterator once and returns its sums. Not safe for
 // concurrent use.
 func (m *DeliveryMeter) Read() (Delivery, error) {
-	err := runInNetns(m.e.ns, func() error {
+	err := netnsrun.In(m.e.ns, func() error {
 		rd, err := m.it.Open()
 		if err != nil {
 			return err

@@ -24,6 +24,7 @@ import (
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
 	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/internal/monoclock"
+	"github.com/lanes-qos/lanes/internal/netnsrun"
 )
 
 // Idletime on the network (seed 003's preemption intervals), the kernel
@@ -297,34 +298,12 @@ func heldBurst(mtu int) uint32 { return max(heldMinBurst, uint32(mtu)+32) }
 // socketIn opens a socket in network namespace ns (none: the caller's).
 func socketIn(ns netns.NsHandle, domain, typ, proto int) (int, error) {
 	fd := -1
-	err := runInNetns(ns, func() error {
+	err := netnsrun.In(ns, func() error {
 		var err error
 		fd, err = unix.Socket(domain, typ|unix.SOCK_CLOEXEC, proto)
 		return err
 	})
 	return fd, err
-}
-
-// runInNetns runs fn on a thread in ns (none: the caller's namespace).
-func runInNetns(ns netns.NsHandle, fn func() error) error {
-	if !ns.IsOpen() {
-		return fn()
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return fmt.Errorf("current netns: %w", err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		return fmt.Errorf("enter netns: %w", err)
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		panic(fmt.Sprintf("netsched: return to the original network namespace: %v", err)) // a thread must not stay in the wrong namespace
-	}
-	return ferr
 }
 
 // newGate opens a gate's sockets and takes a free slot.

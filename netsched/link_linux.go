@@ -7,6 +7,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/lanes-qos/lanes/internal/netnsrun"
 	"github.com/lanes-qos/lanes/internal/netprobe"
 )
 
@@ -16,7 +17,7 @@ import (
 func readLinkFacts(ns netns.NsHandle, dev netlink.Link, rate uint64, ingress bool, orig *SegmentSizes) LinkFacts {
 	f := LinkFacts{Iface: dev.Attrs().Name, Sizes: sizesOf(dev), Orig: orig, Bounded: orig != nil, Rate: rate}
 	var l netprobe.Link
-	err := runInNetns(ns, func() error {
+	err := netnsrun.In(ns, func() error {
 		l = netprobe.ReadLink(dev)
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
+	"github.com/lanes-qos/lanes/internal/netnsrun"
 	"github.com/lanes-qos/lanes/internal/netprobe"
 )
 
@@ -98,7 +99,7 @@ func (e *Enforcer) newRecvRunner() (*recvRunner, error) {
 // namespace (the iterator walks the sockets of the namespace it is opened
 // in).
 func (e *Enforcer) runRecv(r *recvRunner) error {
-	return runInNetns(e.ns, r.runOnce)
+	return netnsrun.In(e.ns, r.runOnce)
 }
 
 // runOnce runs the iterator over the sockets of the calling thread's

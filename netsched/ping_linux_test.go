@@ -15,12 +15,7 @@ import (
 // counts its requests lost.
 func TestPinger(t *testing.T) {
 	testutil.RequireRoot(t)
-	ns, peer := newNetns(t, "lnp"), newNetns(t, "lnq")
-	run(t, "ip", "link", "add", "p-a", "netns", ns, "type", "veth", "peer", "name", "p-b", "netns", peer)
-	run(t, "ip", "-n", ns, "addr", "add", "198.18.77.1/24", "dev", "p-a")
-	run(t, "ip", "-n", peer, "addr", "add", "198.18.77.2/24", "dev", "p-b")
-	run(t, "ip", "-n", ns, "link", "set", "p-a", "up")
-	run(t, "ip", "-n", peer, "link", "set", "p-b", "up")
+	ns := pingPair(t, "lnp", "lnq", "p", "198.18.77")
 	tests := []struct {
 		name    string
 		target  string
@@ -125,6 +120,20 @@ func TestMsBetween(t *testing.T) {
 	}
 }
 
+// pingPair joins two new namespaces with a veth pair, prefix-a (.1 of
+// net/24) in the first, which it returns, and prefix-b (.2) in the other.
+func pingPair(t *testing.T, first, second, prefix, net string) string {
+	t.Helper()
+	ns, peer := newNetns(t, first), newNetns(t, second)
+	a, b := prefix+"-a", prefix+"-b"
+	run(t, "ip", "link", "add", a, "netns", ns, "type", "veth", "peer", "name", b, "netns", peer)
+	run(t, "ip", "-n", ns, "addr", "add", net+".1/24", "dev", a)
+	run(t, "ip", "-n", peer, "addr", "add", net+".2/24", "dev", b)
+	run(t, "ip", "-n", ns, "link", "set", a, "up")
+	run(t, "ip", "-n", peer, "link", "set", b, "up")
+	return ns
+}
+
 // dropTimestamps has the path drop ICMP timestamp requests, as many
 // firewalls do: on the pinger's side, an HTB class whose FIFO holds
 // nothing takes ICMP (protocol 1) of type 13 (the first byte after a
@@ -146,12 +155,7 @@ func dropTimestamps(t *testing.T, ns, dev string) func() {
 // timestamps again the pinger goes back to one-way delays.
 func TestPingerFollowsReflector(t *testing.T) {
 	testutil.RequireRoot(t)
-	ns, peer := newNetns(t, "lnr"), newNetns(t, "lns")
-	run(t, "ip", "link", "add", "r-a", "netns", ns, "type", "veth", "peer", "name", "r-b", "netns", peer)
-	run(t, "ip", "-n", ns, "addr", "add", "198.18.78.1/24", "dev", "r-a")
-	run(t, "ip", "-n", peer, "addr", "add", "198.18.78.2/24", "dev", "r-b")
-	run(t, "ip", "-n", ns, "link", "set", "r-a", "up")
-	run(t, "ip", "-n", peer, "link", "set", "r-b", "up")
+	ns := pingPair(t, "lnr", "lns", "r", "198.18.78")
 	var mu sync.Mutex
 	var got []PingSample
 	var p *Pinger

@@ -164,13 +164,10 @@ func sensor(ctx context.Context, opts Options, client, server transport, run *Ru
 	rctx, cancel := context.WithTimeout(ctx, opts.Duration+15*time.Second)
 	defer cancel()
 	done := make(chan struct{})
+	in := received(rctx, server, 256)
 	go func() {
 		defer close(done)
-		for {
-			m, err := server.recv(rctx)
-			if err != nil {
-				return
-			}
+		for m := range in {
 			kind, sent, seq, ok := parse(m.data)
 			if !ok {
 				continue

@@ -170,7 +170,7 @@ initial = -3
 	if n := niceOf(t, up.Process.Pid); n != 0 {
 		t.Errorf("after a restart the upload is at nice %d, want its own 0 back", n)
 	}
-	if !strings.Contains(e.log.String(), "gave 1 processes boosted by an earlier lanesd their own nice values back") {
+	if !e.logged("gave 1 processes boosted by an earlier lanesd their own nice values back") {
 		t.Errorf("lanesd's log does not say it gave the boost back:\n%s", e.log)
 	}
 	e.stop()

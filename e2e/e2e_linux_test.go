@@ -61,6 +61,24 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
+// logged reports whether lanesd's log contains want (after undoing slog's
+// quoting of `"`), waiting up to two seconds: lanesd writes a line before
+// it answers the request that caused it, but the line reaches this
+// process through a pipe that a goroutine of exec copies, which may not
+// have run yet when the answer is read.
+func (e *env) logged(want string) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if strings.Contains(strings.ReplaceAll(e.log.String(), `\"`, `"`), want) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func newEnv(t *testing.T, config string) *env {
 	t.Helper()
 	testutil.RequireRoot(t)

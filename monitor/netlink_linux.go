@@ -413,6 +413,12 @@ func (m *NetMonitor) onAddr(u netlink.AddrUpdate) {
 	m.setAddr(u.LinkIndex, p, isGlobal(u.Scope, u.Flags), u.NewAddr)
 }
 
+// onRoute lists the default routes again when a notification concerns
+// one, rather than applying the notification: it may be older than the
+// monitor's state (a link's change lists the routes, and a route added
+// and removed since then still has its notification queued), and applied
+// it would report a route that is already gone, and connectivity through
+// it, until the removal's own notification came.
 func (m *NetMonitor) onRoute(u netlink.RouteUpdate) {
 	if u.Table != unix.RT_TABLE_MAIN {
 		return
@@ -421,7 +427,16 @@ func (m *NetMonitor) onRoute(u netlink.RouteUpdate) {
 	if !added && u.Type != unix.RTM_DELROUTE {
 		return
 	}
-	for _, k := range defaultKeys(u.Route) {
+	keys := defaultKeys(u.Route)
+	if len(keys) == 0 {
+		return
+	}
+	err := m.relistRoutes()
+	if err == nil {
+		return
+	}
+	m.logf("network monitor: %v: applying the notification", err)
+	for _, k := range keys {
 		m.setRoute(k, added)
 	}
 }

@@ -395,7 +395,7 @@ func TestReserveAdmissionAndCrash(t *testing.T) {
 			t.Errorf("after a restart thread %d's policy is %d, want its own 0", tid, got)
 		}
 	}
-	if !strings.Contains(e.log.String(), "gave 1 processes an earlier lanesd reserved CPU for their own scheduling back") {
+	if !e.logged("gave 1 processes an earlier lanesd reserved CPU for their own scheduling back") {
 		t.Errorf("lanesd's log does not say it gave the reservation back:\n%s", e.log)
 	}
 	e.stop()

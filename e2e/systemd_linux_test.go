@@ -93,7 +93,7 @@ func TestSystemdNotify(t *testing.T) {
 	t0 := time.Now()
 	e.start()
 	waitFor(t, 5*time.Second, "READY=1", func() bool { return ns.count(t0, "READY=1") == 1 })
-	if !strings.Contains(e.log.String(), "watchdog") {
+	if !e.logged("watchdog") {
 		t.Errorf("lanesd does not log its watchdog interval:\n%s", e.log)
 	}
 	// Half the interval: 5 pets in a second, 3 with a loaded host's slack

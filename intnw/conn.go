@@ -51,6 +51,15 @@ type Options struct {
 	// BackgroundLargeMin defers bg-large IROBs begun with a thunk while no
 	// path has this bandwidth (bit/s); 0: any path will do.
 	BackgroundLargeMin float64
+	// BackgroundBacklog also defers a background IROB begun with a
+	// thunk while the IROBs of its label already waiting in the
+	// multi-socket (not yet in a path's socket) would take longer than
+	// this to send at the usable paths' estimated bandwidth: the data
+	// could not go now, and an application that gave a thunk would rather
+	// hear so than queue it (the seed's vehicular sensor drops a reading
+	// that cannot go before the next one). 0: 1s; negative: only the lack
+	// of a suitable path defers.
+	BackgroundBacklog time.Duration
 	// Namespace is the network namespace (a path such as
 	// /run/netns/NAME) whose networks the multi-socket uses: a client's
 	// paths are dialled and its addresses watched there, a listener
@@ -84,6 +93,9 @@ func (o Options) withDefaults() Options {
 	def(&o.Redial, time.Second)
 	def(&o.Linger, 30*time.Second)
 	def(&o.ProbeIdle, 30*time.Second)
+	if o.BackgroundBacklog == 0 {
+		o.BackgroundBacklog = time.Second
+	}
 	if o.ProbeSize == 0 {
 		o.ProbeSize = 64 << 10
 	}
@@ -783,14 +795,25 @@ func (c *Conn) stallAfterLocked(p *pathState) time.Duration {
 	return d
 }
 
-// appropriateLocked says whether label l has a path that suits it now.
+// appropriateLocked says whether label l has a path that suits it now
+// and, for background, whether what waits of l would go within
+// Options.BackgroundBacklog.
 func (c *Conn) appropriateLocked(l Label) bool {
 	w := c.widestLocked()
 	if w == nil {
 		return false
 	}
-	if l == BGLarge && c.opts.BackgroundLargeMin > 0 {
-		return w.bw.value()*8 >= c.opts.BackgroundLargeMin
+	if l == BGLarge && c.opts.BackgroundLargeMin > 0 && w.bw.value()*8 < c.opts.BackgroundLargeMin {
+		return false
+	}
+	if !l.Foreground() && c.opts.BackgroundBacklog > 0 && c.snd.bytes[l] > 0 {
+		var bw float64
+		for _, p := range c.usablePathsLocked() {
+			bw += p.bw.value()
+		}
+		if float64(c.snd.bytes[l]) > bw*c.opts.BackgroundBacklog.Seconds() {
+			return false
+		}
 	}
 	return true
 }
@@ -821,9 +844,12 @@ func (i *IROB) ID() uint64 { return i.ir.id }
 
 // Begin begins an IROB labelled l that the peer receives after every IROB
 // in deps (ids of IROBs begun earlier on this multi-socket). When no path
-// suits l and thunk is not nil, the IROB is not begun: Begin returns a
+// suits l (none is up; for bg-large, none has
+// Options.BackgroundLargeMin; for background, the label's data already
+// waiting would take longer than Options.BackgroundBacklog to send) and
+// thunk is not nil, the IROB is not begun: Begin returns a
 // *DeferredError and calls thunk (on its own goroutine) once a path
-// suits l. Without a thunk the IROB waits for a path.
+// suits l. Without a thunk the IROB is begun and waits for a path.
 func (c *Conn) Begin(l Label, deps []uint64, thunk func()) (*IROB, error) {
 	return c.begin(l, deps, false, thunk)
 }

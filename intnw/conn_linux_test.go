@@ -386,6 +386,76 @@ func TestThunkAndLinger(t *testing.T) {
 	}
 }
 
+// A background IROB begun with a thunk while its label's data waiting
+// would take longer than BackgroundBacklog to send is deferred; the
+// thunk runs once the backlog drains, and what was queued arrives whole.
+// Foreground, and another background label with nothing waiting, go at
+// once; with BackgroundBacklog negative nothing is deferred.
+func TestThunkBacklog(t *testing.T) {
+	link := linkem.Config{Rate: 4_000_000, Delay: 10 * ms, QueuePackets: 300}
+	for _, tc := range []struct {
+		name    string
+		backlog time.Duration
+		defer_  bool
+	}{
+		{"default backlog", 0, true},
+		{"backlog off", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newTestbed(t, link)
+			c, s := tb.dial(t, Options{BackgroundBacklog: tc.backlog})
+			// 2 MB is 4 s of the link; about a second of it fits in the
+			// path's socket (the anticipatory bound), the rest waits.
+			bulk := bytes.Repeat([]byte("backlog."), 2<<20/8)
+			if _, err := c.Send(BGLarge, bulk, nil); err != nil {
+				t.Fatal(err)
+			}
+			fired := make(chan time.Time, 1)
+			_, err := c.Begin(BGLarge, nil, func() { fired <- time.Now() })
+			var d *DeferredError
+			if got := errors.As(err, &d); got != tc.defer_ {
+				t.Fatalf("Begin(bg-large) behind 2 MB: %v, want deferred %v", err, tc.defer_)
+			}
+			for _, l := range []Label{FGSmall, FGLarge, BGSmall} {
+				if _, err := c.SendAfter(l, nil, []byte("now"), func() { t.Errorf("%v deferred", l) }); err != nil {
+					t.Errorf("SendAfter(%v) with bg-large backed up: %v", l, err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var got int
+			sawBulk := false
+			for !sawBulk {
+				m, err := s.Recv(ctx)
+				if err != nil {
+					t.Fatalf("server: %v after %d messages", err, got)
+				}
+				got++
+				if m.Label == BGLarge {
+					if !bytes.Equal(m.Data, bulk) {
+						t.Fatalf("the bulk IROB arrived with %d bytes, not as sent (%d)", len(m.Data), len(bulk))
+					}
+					sawBulk = true
+				}
+			}
+			if !tc.defer_ {
+				return
+			}
+			select {
+			case at := <-fired:
+				// It ran when the backlog had drained, not after the
+				// last byte was delivered (a second's worth may remain).
+				t.Logf("thunk ran %v before the bulk IROB was delivered", time.Since(at).Round(ms))
+			case <-time.After(5 * time.Second):
+				t.Fatal("the thunk did not run after the backlog drained")
+			}
+			if _, err := c.SendAfter(BGLarge, nil, []byte("later"), func() { t.Error("deferred with nothing waiting") }); err != nil {
+				t.Fatalf("bg-large after the backlog drained: %v", err)
+			}
+		})
+	}
+}
+
 // Close delivers everything first: the peer receives what was sent and
 // then io.EOF.
 func TestCloseDrains(t *testing.T) {

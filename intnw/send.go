@@ -52,6 +52,8 @@ type sender struct {
 	inflight map[chunkKey]*chunk
 	// unacked is the bytes queued or in flight.
 	unacked int
+	// bytes is the bytes queued per label (not yet given to a path).
+	bytes [numLabels]int
 }
 
 func newSender() *sender { return &sender{nextID: 1, inflight: map[chunkKey]*chunk{}} }
@@ -78,6 +80,7 @@ func (s *sender) write(ir *sirob, data []byte) {
 		ir.last = c
 		s.queues[ir.label] = append(s.queues[ir.label], c)
 		s.unacked += n
+		s.bytes[ir.label] += n
 	}
 }
 
@@ -100,6 +103,7 @@ func (s *sender) take(l Label, p int) *chunk {
 	c := s.queues[l][0]
 	s.queues[l][0] = nil
 	s.queues[l] = s.queues[l][1:]
+	s.bytes[l] -= len(c.data)
 	c.path = p
 	if c.ir.last == c {
 		c.ir.last = nil
@@ -131,6 +135,7 @@ func (s *sender) requeue(p int) int {
 			delete(s.inflight, k)
 			c.path = -1
 			back[c.ir.label] = append(back[c.ir.label], c)
+			s.bytes[c.ir.label] += len(c.data)
 		}
 	}
 	n := 0

@@ -65,10 +65,11 @@ func scenarioByName(n string) (Scenario, bool) {
 // Arms are the ways of using the networks.
 var Arms = []string{"single0", "single1", "mptcp", "intnw-nolabels", "intnw", "proxy"}
 
-// ScoutArms, run when named, measure the connection scout: the intnw arm
-// without the links' rates as hints (each path starts at 1 Mbit/s), with
-// the scout's bandwidth probes and without them.
-var ScoutArms = []string{"intnw-nohint", "intnw-noprobe"}
+// NamedArms, run when named, take one mechanism out of the intnw arm:
+// the links' rates as hints (each path starts at 1 Mbit/s), with the
+// connection scout's bandwidth probes and without them; and the sensor's
+// thunks (every reading queued, none dropped).
+var NamedArms = []string{"intnw-nohint", "intnw-noprobe", "intnw-nothunk"}
 
 // armDescription says what an arm is.
 func armDescription(arm string, sc Scenario) string {
@@ -89,6 +90,8 @@ func armDescription(arm string, sc Scenario) string {
 		return "intnw, no bandwidth hints: each path's bandwidth from the scout's probes and the traffic"
 	case "intnw-noprobe":
 		return "intnw, no bandwidth hints and no probes: each path's bandwidth from the traffic only"
+	case "intnw-nothunk":
+		return "intnw with labels, the sensor without thunks: every reading queued, none dropped"
 	}
 	return arm
 }
@@ -128,8 +131,8 @@ func (o *Options) defaults() error {
 		o.Arms = Arms
 	}
 	for _, a := range o.Arms {
-		if !slices.Contains(Arms, a) && !slices.Contains(ScoutArms, a) {
-			return fmt.Errorf("unknown arm %q (arms: %s; when named: %s)", a, strings.Join(Arms, ", "), strings.Join(ScoutArms, ", "))
+		if !slices.Contains(Arms, a) && !slices.Contains(NamedArms, a) {
+			return fmt.Errorf("unknown arm %q (arms: %s; when named: %s)", a, strings.Join(Arms, ", "), strings.Join(NamedArms, ", "))
 		}
 	}
 	if len(o.Workloads) == 0 {
@@ -228,6 +231,10 @@ type Run struct {
 	BulkSecs float64 `json:"bulk_secs,omitempty"`
 	// Incomplete counts interactive operations that did not finish.
 	Incomplete int `json:"incomplete,omitempty"`
+	// Dropped counts the sensor's raw readings that the application
+	// dropped: held with a thunk (the multi-socket could not send them)
+	// when the next was collected.
+	Dropped int `json:"dropped,omitempty"`
 	// PathBytes is what each network carried (bytes of frames, both ends'
 	// sending summed) on the multi-socket arms.
 	PathBytes map[string]uint64 `json:"path_bytes,omitempty"`
@@ -290,6 +297,22 @@ func (r *Results) stat(sc, wl, arm string) (lat, bulk float64, n, unfinished int
 	return lat / float64(n), bulk / float64(n), n, unfinished
 }
 
+// dropped is the mean over repeats of the readings an arm's sensor
+// dropped.
+func (r *Results) dropped(sc, wl, arm string) float64 {
+	sum, n := 0, 0
+	for _, run := range r.Runs {
+		if run.Scenario == sc && run.Workload == wl && run.Arm == arm && run.Error == "" {
+			sum += run.Dropped
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}
+
 // Markdown is a table per scenario and workload: each arm's interactive
 // latency and bulk figure, and the labelled multi-socket's ratios to it.
 func (r *Results) Markdown() string {
@@ -313,7 +336,7 @@ func (r *Results) Markdown() string {
 		fmt.Fprintf(&b, "## %s, %s\n\n%s.\n\n| arm | interactive (mean) | %s | intnw's interactive better by | intnw's bulk vs. this arm |\n|---|---|---|---|---|\n",
 			run.Scenario, run.Workload, sc.Description, bulkHead)
 		ilat, ibulk, _, _ := r.stat(run.Scenario, run.Workload, "intnw")
-		for _, arm := range slices.Concat(Arms, ScoutArms) {
+		for _, arm := range slices.Concat(Arms, NamedArms) {
 			lat, bulk, n, unfinished := r.stat(run.Scenario, run.Workload, arm)
 			if n == 0 {
 				continue
@@ -324,6 +347,9 @@ func (r *Results) Markdown() string {
 				latS += fmt.Sprintf(" (%d never arrived)", unfinished)
 			}
 			bulkS, ratio := fmt.Sprintf("%.1f KB/s", bulk/1e3), ibulk/bulk
+			if d := r.dropped(run.Scenario, run.Workload, arm); d > 0 {
+				bulkS += fmt.Sprintf(" (%.0f readings dropped)", d)
+			}
 			if run.Workload != "sensor" {
 				bulkS, ratio = fmt.Sprintf("%.1f s", bulk), bulk/ibulk
 			}

@@ -68,7 +68,7 @@ func TestMarkdown(t *testing.T) {
 		{Scenario: "hotspot", Workload: "email", Arm: "mptcp", Interactive: []float64{4000, 6000}, BulkSecs: 8},
 		{Scenario: "hotspot", Workload: "email", Arm: "intnw", Interactive: []float64{500, 500}, BulkSecs: 8.4},
 		{Scenario: "hotspot", Workload: "sensor", Arm: "mptcp", Interactive: []float64{100}, BulkRate: 29000},
-		{Scenario: "hotspot", Workload: "sensor", Arm: "intnw", Interactive: []float64{50}, BulkRate: 29000},
+		{Scenario: "hotspot", Workload: "sensor", Arm: "intnw", Interactive: []float64{50}, BulkRate: 29000, Dropped: 3},
 		{Scenario: "hotspot", Workload: "sensor", Arm: "single1", Error: "boom"},
 		{Scenario: "hotspot", Workload: "sensor", Arm: "single0", Interactive: []float64{40}, Incomplete: 5, BulkRate: 20000},
 	}}
@@ -78,6 +78,7 @@ func TestMarkdown(t *testing.T) {
 		"| mptcp (one MPTCP connection, subflows on both networks (in-kernel path manager, default scheduler)) | 5000 ms | 8.0 s | 10.00x | -4.8 % |",
 		"| intnw (the intnw multi-socket with the application's labels and dependencies) | 500 ms | 8.4 s | 1.00x | +0.0 % |",
 		"| mptcp (one MPTCP connection, subflows on both networks (in-kernel path manager, default scheduler)) | 100 ms | 29.0 KB/s | 2.00x | +0.0 % |",
+		"| 50 ms | 29.0 KB/s (3 readings dropped) | 1.00x | +0.0 % |",
 		"- hotspot/sensor/single1 repeat 0: error: boom",
 		"| single0 (TCP over lowlat alone) | 40 ms (5 never arrived) | 20.0 KB/s | 0.80x | +45.0 % |",
 	} {

@@ -38,7 +38,7 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 	defer unlock()
 	res := &Results{Started: time.Now().UTC(), Host: fmt.Sprintf("Linux %s", features.KernelRelease()),
 		Setup: fmt.Sprintf("Each run on a fresh two-network topology (the link emulator per network, the same rate and half the RTT each way, a drop-tail queue of half a second); "+
-			"sensor: a 4 KB summary (bg-small) and 25 KB of raw data (bg-large, after its summary) every second for %v, and three episodes of five urgent 256-byte messages (fg-small) in 7 s, latency from send to delivery; "+
+			"sensor: a 4 KB summary (bg-small) and 25 KB of raw data (bg-large, after its summary) every second for %v (the labelled multi-socket's sensor holds a reading it cannot send now with a thunk and drops it when the next is collected, its next summary covering the seconds since the last one sent), and three episodes of five urgent 256-byte messages (fg-small) in 7 s, latency from send to delivery; "+
 			"email: the client asks for 100 headers (fg-small, answered fg-large), the server then sends 100 messages of 50 B to 256 KB (log-uniform, seed %d; bg), and the client opens the last five one a second (fg-small request, fg reply), latency from request to whole reply; "+
 			"fs: the client writes back 40 files of 4 KB to 256 KB (log-uniform; bg-large, each after the one before) while the user fetches a 4 KB block every half second, 20 in all (fg-small request and reply), latency from request to reply, and the time until the server has every write-back. Seed %d.",
 			opts.Duration, opts.Seed, opts.Seed)}
@@ -64,6 +64,9 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 						bulk = fmt.Sprintf("all fetched in %.1f s", run.BulkSecs)
 					case "fs":
 						bulk = fmt.Sprintf("all written back in %.1f s", run.BulkSecs)
+					}
+					if run.Dropped > 0 {
+						bulk += fmt.Sprintf(" (%d readings dropped)", run.Dropped)
 					}
 					fmt.Fprintf(opts.Progress, "multinet: %s %s %s: interactive %.0f ms (%d ops, %d unfinished), %s\n",
 						scn, wl, arm, run.meanInteractive(), len(run.Interactive), run.Incomplete, bulk)
@@ -210,25 +213,14 @@ func sensor(ctx context.Context, opts Options, client, server transport, run *Ru
 			}
 		}
 	}()
-	for sec := 0; time.Duration(sec)*time.Second < opts.Duration; sec++ {
-		if d := time.Until(start.Add(time.Duration(sec) * time.Second)); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-rctx.Done():
-			}
-		}
-		if rctx.Err() != nil {
-			break
-		}
-		id, err := client.send(intnw.BGSmall, nil, msg(kSummary, start, uint32(sec), 4096))
+	if d, ok := client.(deferrer); ok {
+		dropped, err := readingsDeferred(rctx, opts.Duration, start, d)
+		run.Dropped = dropped
 		if err != nil {
 			run.Error = fmt.Sprintf("send: %v", err)
-			break
 		}
-		if _, err := client.send(intnw.BGLarge, []uint64{id}, msg(kRaw, start, uint32(sec), 25*1024)); err != nil {
-			run.Error = fmt.Sprintf("send: %v", err)
-			break
-		}
+	} else if err := readings(rctx, opts.Duration, start, client); err != nil {
+		run.Error = fmt.Sprintf("send: %v", err)
 	}
 	// Wait for the urgent messages still under way.
 	for end := start.Add(opts.Duration + 15*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
@@ -245,6 +237,118 @@ func sensor(ctx context.Context, opts Options, client, server transport, run *Ru
 	defer mu.Unlock()
 	run.Incomplete = len(urgent) - len(urgentAt)
 	run.BulkRate = float64(bulk) / opts.Duration.Seconds()
+}
+
+// readings sends the sensor's readings for d: every second a summary
+// (bg-small) and its raw data (bg-large, after the summary), whatever
+// the networks can carry (a transport without thunks queues them).
+func readings(ctx context.Context, d time.Duration, start time.Time, client transport) error {
+	for sec := 0; time.Duration(sec)*time.Second < d; sec++ {
+		if w := time.Until(start.Add(time.Duration(sec) * time.Second)); w > 0 {
+			select {
+			case <-time.After(w):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		id, err := client.send(intnw.BGSmall, nil, summary(start, uint32(sec), 1))
+		if err != nil {
+			return err
+		}
+		if _, err := client.send(intnw.BGLarge, []uint64{id}, msg(kRaw, start, uint32(sec), rawSize)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The sensor's messages: a summary and a second's raw data.
+const (
+	summarySize = 4096
+	rawSize     = 25 * 1024
+)
+
+// summary is a summary of the seconds up to sec, periods of them (after
+// the header, as a 32-bit count).
+func summary(start time.Time, sec uint32, periods int) []byte {
+	b := msg(kSummary, start, sec, summarySize)
+	binary.BigEndian.PutUint32(b[hdrLen:], uint32(periods))
+	return b
+}
+
+// readingsDeferred is readings as the seed's application does it through
+// a transport that can defer (the multi-socket with thunks): a summary or
+// raw reading the multi-socket cannot send now is held and a thunk
+// registered; a raw reading still held when the next second's is
+// collected is dropped (the vehicle has no room to keep it), and the next
+// summary covers every second since the last summary sent. It returns the
+// raw readings dropped.
+func readingsDeferred(ctx context.Context, d time.Duration, start time.Time, t deferrer) (dropped int, err error) {
+	ready := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	}
+	var (
+		periods   int  // the seconds the next summary covers
+		summarize bool // a summary of them waits to be sent
+		summaryID uint64
+		raw       = -1        // the second whose raw reading is held (-1: none)
+		cancel    func() bool // the thunk registered (nil: none)
+	)
+	flush := func() error {
+		if summarize {
+			id, c, err := t.sendOrDefer(intnw.BGSmall, nil, summary(start, uint32(max(raw, 0)), periods), notify)
+			if err != nil || c != nil {
+				cancel = c
+				return err
+			}
+			summaryID, summarize, periods = id, false, 0
+		}
+		if raw >= 0 {
+			_, c, err := t.sendOrDefer(intnw.BGLarge, []uint64{summaryID}, msg(kRaw, start, uint32(raw), rawSize), notify)
+			if err != nil || c != nil {
+				cancel = c
+				return err
+			}
+			raw = -1
+		}
+		return nil
+	}
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+		if raw >= 0 {
+			dropped++
+		}
+	}()
+	for sec := 0; time.Duration(sec)*time.Second < d; {
+		select {
+		case <-time.After(time.Until(start.Add(time.Duration(sec) * time.Second))):
+			if cancel != nil {
+				cancel()
+				cancel = nil
+			}
+			if raw >= 0 {
+				dropped++
+			}
+			raw, periods, summarize = sec, periods+1, true
+			sec++
+		case <-ready:
+			cancel = nil // it ran
+		case <-ctx.Done():
+			return dropped, nil
+		}
+		if err := flush(); err != nil {
+			return dropped, err
+		}
+	}
+	return dropped, nil
 }
 
 // label is the e-mail proxy's label for a reply of n bytes.

@@ -2,12 +2,17 @@ package multinet
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lanes-qos/lanes/internal/testutil"
+	"github.com/lanes-qos/lanes/testbed/linkem"
+	"github.com/lanes-qos/lanes/testbed/netns"
 )
 
 // The e-mail workload end to end in the hotspot scenario, over MPTCP, the
@@ -34,4 +39,138 @@ func TestSmallExperiment(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// The sensor's readings through the labelled multi-socket with thunks:
+// on networks too slow for them, readings that cannot go are dropped, not
+// queued; on fast ones none is. Either way every raw reading is delivered
+// or counted as dropped, each after the summary that covers it, and the
+// summaries never cover more seconds than there were.
+func TestSensorReadings(t *testing.T) {
+	testutil.RequireRoot(t)
+	const secs = 10
+	for i, tc := range []struct {
+		name  string
+		rate  uint64
+		drops bool
+	}{
+		// 2 x 64 kbit/s carry 16 KB/s of the sensor's 29 KB/s.
+		{"slow networks", 64_000, true},
+		{"fast networks", 2_000_000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Link{Rate: tc.rate, RTT: 40 * time.Millisecond}
+			la, lb := l, l
+			la.Name, lb.Name = "a", "b"
+			client, server := testConnect(t, Scenario{Name: "test", Links: [2]Link{la, lb}}, "intnw", uint16(7290+i))
+			d, ok := client.(deferrer)
+			if !ok {
+				t.Fatalf("the intnw arm's client (%T) cannot defer", client)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), (secs+30)*time.Second)
+			defer cancel()
+			start := time.Now()
+			var dropped atomic.Int64
+			sent := make(chan error, 1)
+			go func() {
+				n, err := readingsDeferred(ctx, secs*time.Second, start, d)
+				dropped.Store(int64(n))
+				sent <- err
+			}()
+			raw := map[uint32]bool{}
+			var covered, summaries int
+			summarized := map[uint32]bool{}
+			senderDone := false
+			for !senderDone || len(raw)+int(dropped.Load()) < secs {
+				if !senderDone {
+					select {
+					case err := <-sent:
+						if err != nil {
+							t.Fatalf("readings: %v", err)
+						}
+						senderDone = true
+					default:
+					}
+				}
+				rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				m, err := server.recv(rctx)
+				rcancel()
+				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+					continue
+				}
+				if err != nil {
+					t.Fatalf("after %v: %v (%d raw readings delivered, %d dropped)", time.Since(start).Round(time.Millisecond), err, len(raw), dropped.Load())
+				}
+				kind, _, seq, ok := parse(m.data)
+				switch {
+				case !ok:
+					t.Fatalf("a message of %d bytes", len(m.data))
+				case kind == kSummary:
+					n := int(binary.BigEndian.Uint32(m.data[hdrLen:]))
+					if n < 1 {
+						t.Errorf("summary %d covers %d seconds", seq, n)
+					}
+					covered += n
+					summaries++
+					summarized[seq] = true
+				case kind == kRaw:
+					if raw[seq] {
+						t.Errorf("raw reading %d delivered twice", seq)
+					}
+					if !summarized[seq] {
+						t.Errorf("raw reading %d delivered before its summary", seq)
+					}
+					raw[seq] = true
+				}
+			}
+			t.Logf("%d raw readings delivered, %d dropped; %d summaries covering %d seconds, in %v",
+				len(raw), dropped.Load(), summaries, covered, time.Since(start).Round(time.Millisecond))
+			if got := len(raw) + int(dropped.Load()); got != secs {
+				t.Errorf("%d raw readings delivered or dropped, want %d", got, secs)
+			}
+			if covered > secs {
+				t.Errorf("summaries cover %d seconds of %d", covered, secs)
+			}
+			if got := dropped.Load() > 0; got != tc.drops {
+				t.Errorf("%d readings dropped, want drops %v", dropped.Load(), tc.drops)
+			}
+		})
+	}
+}
+
+// testConnect makes an arm's two ends on a fresh topology with sc's links.
+func testConnect(t *testing.T, sc Scenario, arm string, port uint16) (client, server transport) {
+	t.Helper()
+	topo, err := netns.New(2, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := topo.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	for i, l := range sc.Links {
+		up, err := linkConfig(l, 1, true, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		down, err := linkConfig(l, 1, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: up, Down: down, Realtime: true, Logf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { em.Stop() })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, server, err = connect(ctx, arm, topo, sc, port, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.close(); server.close() })
+	return client, server
 }

@@ -159,13 +159,33 @@ func (m *multi) recv(ctx context.Context) (message, error) {
 
 func (m *multi) close() { m.c.Close(time.Second) }
 
+// deferrer is a transport that can defer a send: sendOrDefer sends as
+// send does or, when the label cannot go now, registers fn to be called
+// when it can and returns the thunk's cancel function instead of an id.
+type deferrer interface {
+	transport
+	sendOrDefer(l intnw.Label, deps []uint64, data []byte, fn func()) (id uint64, cancel func() bool, err error)
+}
+
+// thunked is the labelled multi-socket with thunks (the seed's
+// application): its sends may be deferred.
+type thunked struct{ *multi }
+
+func (m thunked) sendOrDefer(l intnw.Label, deps []uint64, data []byte, fn func()) (uint64, func() bool, error) {
+	id, err := m.c.SendAfter(l, deps, data, fn)
+	if d, ok := errors.AsType[*intnw.DeferredError](err); ok {
+		return 0, d.Cancel, nil
+	}
+	return id, nil, err
+}
+
 // connect makes an arm's client and server ends on topo with the
 // scenario's links.
 func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario, port uint16, logf func(string, ...any)) (client, server transport, err error) {
 	switch arm {
 	case "proxy":
 		return connectProxy(ctx, topo, sc, port, logf)
-	case "intnw", "intnw-nolabels", "intnw-nohint", "intnw-noprobe":
+	case "intnw", "intnw-nolabels", "intnw-nohint", "intnw-noprobe", "intnw-nothunk":
 		probe := 0 // the default
 		if arm == "intnw-noprobe" {
 			probe = -1
@@ -195,9 +215,13 @@ func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario,
 			return nil, nil, err
 		}
 		labels := arm != "intnw-nolabels"
+		var client transport = &multi{c: c, labels: labels}
+		if labels && arm != "intnw-nothunk" {
+			client = thunked{client.(*multi)}
+		}
 		// The listener goes with the server end; paths joining later
 		// need it, so it is closed when the server end is.
-		return &multi{c: c, labels: labels}, &closing{&multi{c: s, labels: labels}, lis}, nil
+		return client, &closing{&multi{c: s, labels: labels}, lis}, nil
 	case "single0", "single1", "mptcp":
 		i := 0
 		if arm == "single1" {

@@ -573,7 +573,7 @@ the labelled multi-socket's ratios to them. Needs root and iproute2.`,
 	f.StringVar(&opts.OutDir, "out", ".", "directory for multinet.json and multinet.md")
 	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios: hotspot, intermittent, vehicular (default all)")
 	f.StringSliceVar(&opts.Workloads, "workload", nil, "run only these workloads: sensor, email, fs (default all)")
-	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: "+strings.Join(multinet.Arms, ", ")+" (default all), or "+strings.Join(multinet.ScoutArms, ", "))
+	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: "+strings.Join(multinet.Arms, ", ")+" (default all), or "+strings.Join(multinet.NamedArms, ", "))
 	f.StringVar(&opts.TraceDir, "traces", filepath.Join("bench", "traces"), "directory of the link traces (the repository's bench/traces)")
 	f.IntVar(&opts.Repeats, "repeats", 1, "runs per scenario, workload and arm")
 	f.DurationVar(&opts.Duration, "duration", 120*time.Second, "length of a sensor run (20s..1h)")

@@ -300,11 +300,19 @@ func readingsDeferred(ctx context.Context, d time.Duration, start time.Time, t d
 		raw       = -1        // the second whose raw reading is held (-1: none)
 		cancel    func() bool // the thunk registered (nil: none)
 	)
+	// held notes a new thunk, withdrawing the one before (one that has
+	// run says so and does nothing).
+	held := func(c func() bool) {
+		if cancel != nil {
+			cancel()
+		}
+		cancel = c
+	}
 	flush := func() error {
 		if summarize {
 			id, c, err := t.sendOrDefer(intnw.BGSmall, nil, summary(start, uint32(max(raw, 0)), periods), notify)
 			if err != nil || c != nil {
-				cancel = c
+				held(c)
 				return err
 			}
 			summaryID, summarize, periods = id, false, 0
@@ -312,7 +320,7 @@ func readingsDeferred(ctx context.Context, d time.Duration, start time.Time, t d
 		if raw >= 0 {
 			_, c, err := t.sendOrDefer(intnw.BGLarge, []uint64{summaryID}, msg(kRaw, start, uint32(raw), rawSize), notify)
 			if err != nil || c != nil {
-				cancel = c
+				held(c)
 				return err
 			}
 			raw = -1
@@ -327,20 +335,25 @@ func readingsDeferred(ctx context.Context, d time.Duration, start time.Time, t d
 			dropped++
 		}
 	}()
-	for sec := 0; time.Duration(sec)*time.Second < d; {
+	// A tick each second collects a reading; the last reading may still
+	// go until the run ends, when the next would have come.
+	for sec := 0; ; {
+		next := time.Duration(sec) * time.Second
+		if next >= d {
+			next = d
+		}
 		select {
-		case <-time.After(time.Until(start.Add(time.Duration(sec) * time.Second))):
-			if cancel != nil {
-				cancel()
-				cancel = nil
+		case <-time.After(time.Until(start.Add(next))):
+			if next == d {
+				return dropped, nil
 			}
+			held(nil)
 			if raw >= 0 {
 				dropped++
 			}
 			raw, periods, summarize = sec, periods+1, true
 			sec++
-		case <-ready:
-			cancel = nil // it ran
+		case <-ready: // a thunk ran: what is held may go now
 		case <-ctx.Done():
 			return dropped, nil
 		}
@@ -348,7 +361,6 @@ func readingsDeferred(ctx context.Context, d time.Duration, start time.Time, t d
 			return dropped, err
 		}
 	}
-	return dropped, nil
 }
 
 // label is the e-mail proxy's label for a reply of n bytes.

@@ -2,6 +2,7 @@ package hotspot
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -56,7 +57,13 @@ type Options struct {
 	// CapPeriod is the period the cap is enforced in (the lane's
 	// cpu.cap_period; 0: the kernel's 100 ms).
 	CapPeriod time.Duration
-	Seed      uint64 // the on/off schedule of repeat i is seeded Seed+i
+	// SlowCPU, if set, emulates the seed's slowed CPU instead of the
+	// cap: a real-time thread pinned to CPU 0 spins for all but SlowCPU
+	// percent of every millisecond, so that what CPU 0 has left for the
+	// sender and the hogs comes evenly, as from a clocked-down CPU, and
+	// the lane has no cap.
+	SlowCPU float64
+	Seed    uint64 // the on/off schedule of repeat i is seeded Seed+i
 	// Audio runs the seed's audio experiment instead of the transfer:
 	// the send jitter of 80-byte datagrams every 20 ms for AudioDuration
 	// (default 30s) beside cross traffic of each Cross percent of the
@@ -140,6 +147,10 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("size %d is negative", o.Size)
 	case !(o.CapPct > 0 && o.CapPct <= 100):
 		return fmt.Errorf("cap %g%% outside (0, 100]", o.CapPct)
+	case o.SlowCPU != 0 && !(o.SlowCPU >= 5 && o.SlowCPU <= 95):
+		return fmt.Errorf("slow CPU %g%% outside 5..95 (the kernel keeps 5%% of each CPU from real-time threads)", o.SlowCPU)
+	case o.SlowCPU != 0 && o.CapPeriod != 0:
+		return errors.New("a cap period with a slow CPU: the slow CPU replaces the cap")
 	case o.CapPeriod != 0 && (o.CapPeriod < lane.MinCapPeriod || o.CapPeriod > lane.MaxCapPeriod):
 		return fmt.Errorf("cap period %v outside %v..%v", o.CapPeriod, lane.MinCapPeriod, lane.MaxCapPeriod)
 	}

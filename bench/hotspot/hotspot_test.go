@@ -17,6 +17,8 @@ func TestOptions(t *testing.T) {
 		{Options{CapPct: 150}, "cap 150% outside"},
 		{Options{Repeats: -2}, "repeats -2 is negative"},
 		{Options{CapPeriod: 2 * time.Second}, "cap period 2s outside 1ms..1s"},
+		{Options{SlowCPU: 2}, "slow CPU 2% outside 5..95"},
+		{Options{SlowCPU: 5, CapPeriod: 20 * time.Millisecond}, "a cap period with a slow CPU"},
 		{Options{CapPct: 5, CapPeriod: 10 * time.Millisecond}, "cap period: a cap of 5% of 1 CPUs is 500µs in every 10ms, under the kernel's least quota of 1ms: use a period of at least 20ms"},
 	} {
 		if err := c.o.defaults(); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -17,10 +17,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-qos/lanes/api/client"
 	"github.com/lanes-qos/lanes/cpu"
@@ -80,6 +84,10 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 		res.Setup = fmt.Sprintf("%d-byte datagrams every %v for %v (the seed's audio-like application; jitter: sd of |inter-send − interval| at sendto) over %d bit/s, "+
 			"up and down exponential with means %v and %v; cross traffic iperf3 UDP at a share of the link; sender and hogs in lane sync capped at %g%% of one CPU in every %v, pinned to CPU 0",
 			audioBytes, audioInterval, opts.AudioDuration, opts.Rate, opts.MeanOn, opts.MeanOff, opts.CapPct, capPeriod(opts))
+	}
+	if opts.SlowCPU > 0 {
+		res.Setup = strings.Replace(res.Setup, fmt.Sprintf("capped at %g%% of one CPU in every %v", opts.CapPct, capPeriod(opts)),
+			fmt.Sprintf("not capped, CPU 0 slowed to %g%% of its time (a SCHED_FIFO thread pinned to it spins for the rest of every millisecond)", opts.SlowCPU), 1)
 	}
 	for rep := 0; rep < opts.Repeats; rep++ {
 		for _, cross := range crosses {
@@ -225,11 +233,20 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		return fail(err)
 	}
 	socket := filepath.Join(rdir, "lanes.sock")
-	capKeys := fmt.Sprintf("cap = %g", opts.CapPct/float64(max(1, cpu.OnlineCPUs())))
-	if opts.CapPeriod > 0 {
-		capKeys += fmt.Sprintf(", cap_period = %q", opts.CapPeriod.String())
+	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n\n[lanes.sync]\n", socket, filepath.Join(rdir, "state"))
+	if opts.SlowCPU > 0 {
+		stop, err := slowCPU(0, opts.SlowCPU)
+		if err != nil {
+			return fail(fmt.Errorf("slow CPU: %w", err))
+		}
+		defer stop()
+	} else {
+		capKeys := fmt.Sprintf("cap = %g", opts.CapPct/float64(max(1, cpu.OnlineCPUs())))
+		if opts.CapPeriod > 0 {
+			capKeys += fmt.Sprintf(", cap_period = %q", opts.CapPeriod.String())
+		}
+		cfg += fmt.Sprintf("cpu = { %s }\n", capKeys)
 	}
-	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n\n[lanes.sync]\ncpu = { %s }\n", socket, filepath.Join(rdir, "state"), capKeys)
 	if a.Boost != "" {
 		cfg += "\n[lanes.sync.boost]\n" + a.Boost
 	}
@@ -428,6 +445,54 @@ func ptr[T any](v T) *T { return &v }
 type countWriter struct{ n int64 }
 
 func (w *countWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); return len(b), nil }
+
+// slowCPU slows CPU n down for everything but itself: a SCHED_FIFO
+// thread pinned to it spins for all but pct percent of every millisecond
+// and sleeps the rest (an absolute clock, so that the gaps do not drift).
+// stop ends it and waits for the thread to go.
+func slowCPU(n int, pct float64) (stop func(), err error) {
+	busy := time.Duration(float64(time.Millisecond) * (100 - pct) / 100)
+	done, started := make(chan struct{}), make(chan error, 1)
+	var quit atomic.Bool
+	go func() {
+		defer close(done)
+		// The thread ends with the goroutine (never unlocked): its
+		// policy and affinity go with it.
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(n)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			started <- fmt.Errorf("pin to CPU %d: %w", n, err)
+			return
+		}
+		if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
+			started <- fmt.Errorf("SCHED_FIFO: %w", err)
+			return
+		}
+		started <- nil
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			return
+		}
+		next := time.Duration(ts.Nano())
+		for !quit.Load() {
+			for {
+				if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil || time.Duration(ts.Nano()) >= next+busy {
+					break
+				}
+			}
+			next += time.Millisecond
+			t := unix.NsecToTimespec(int64(next))
+			for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &t, nil) == unix.EINTR {
+			}
+		}
+	}()
+	if err := <-started; err != nil {
+		<-done
+		return nil, err
+	}
+	return func() { quit.Store(true); <-done }, nil
+}
 
 // capPeriod is the period the lane's cap is enforced in.
 func capPeriod(o Options) time.Duration {

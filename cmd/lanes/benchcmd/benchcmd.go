@@ -546,10 +546,12 @@ fetches a block every half second; fetch latency and the time to write back
 all). Arms: single0 and single1 (TCP over one network), mptcp (one MPTCP
 connection, the kernel's path manager and default scheduler), intnw-nolabels
 (the multi-socket, every message bg-large in order), intnw (the application's
-labels) and proxy (the application unmodified, a connection from an interactive
-lane and one from a background lane carried by lanes proxy); when named with
---arm, intnw-nohint (no bandwidth hints: the connection scout's probes measure
-each network) and intnw-noprobe (no hints and no probes). Writes multinet.json and multinet.md into --out: each arm's figures and
+labels; its sensor holds a reading the multi-socket cannot send now with a
+thunk and drops it when the next comes) and proxy (the application unmodified,
+a connection from an interactive lane and one from a background lane carried by
+lanes proxy); when named with --arm, intnw-nohint (no bandwidth hints: the
+connection scout's probes measure each network), intnw-noprobe (no hints and no
+probes) and intnw-nothunk (the sensor queueing every reading). Writes multinet.json and multinet.md into --out: each arm's figures and
 the labelled multi-socket's ratios to them. Needs root and iproute2.`,
 		Example: `  sudo lanes bench multinet --out bench/results/multinet
   sudo lanes bench multinet --scenario hotspot --workload email --arm mptcp,intnw`,

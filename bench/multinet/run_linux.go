@@ -85,25 +85,12 @@ func runOne(ctx context.Context, opts Options, sc Scenario, wl, arm string, rep 
 		return run
 	}
 	defer topo.Close()
-	for i, l := range sc.Links {
-		seed := opts.Seed + uint64(rep)*10 + uint64(i)
-		up, err := linkConfig(l, seed, true, opts.TraceDir)
-		if err != nil {
-			run.Error = err.Error()
-			return run
-		}
-		down, err := linkConfig(l, seed, false, opts.TraceDir)
-		if err != nil {
-			run.Error = err.Error()
-			return run
-		}
-		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: up, Down: down, Realtime: true, Logf: opts.Logf})
-		if err != nil {
-			run.Error = err.Error()
-			return run
-		}
-		defer em.Stop()
+	stop, err := startLinks(topo, sc, opts.Seed+uint64(rep)*10, opts.TraceDir, opts.Logf)
+	if err != nil {
+		run.Error = err.Error()
+		return run
 	}
+	defer stop()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	client, server, err := connect(cctx, arm, topo, sc, port, opts.Logf)
 	cancel()
@@ -123,6 +110,36 @@ func runOne(ctx context.Context, opts Options, sc Scenario, wl, arm string, rep 
 	}
 	run.PathBytes = pathBytes(sc, client, server)
 	return run
+}
+
+// startLinks starts the link emulator of each of sc's networks on topo's
+// paths (network i's schedule seeded seed+i); stop stops them.
+func startLinks(topo *netns.Topology, sc Scenario, seed uint64, traceDir string, logf func(string, ...any)) (stop func(), err error) {
+	var ems []*linkem.Emulator
+	stop = func() {
+		for _, em := range ems {
+			em.Stop()
+		}
+	}
+	for i, l := range sc.Links {
+		up, err := linkConfig(l, seed+uint64(i), true, traceDir)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		down, err := linkConfig(l, seed+uint64(i), false, traceDir)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: up, Down: down, Realtime: true, Logf: logf})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		ems = append(ems, em)
+	}
+	return stop, nil
 }
 
 // Message kinds of the workloads: the first byte of each message, then

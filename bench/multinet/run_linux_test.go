@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/internal/testutil"
-	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/netns"
 )
 
@@ -150,21 +149,11 @@ func testConnect(t *testing.T, sc Scenario, arm string, port uint16) (client, se
 			t.Error(err)
 		}
 	})
-	for i, l := range sc.Links {
-		up, err := linkConfig(l, 1, true, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		down, err := linkConfig(l, 1, false, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		em, err := linkem.Start(topo.Paths[i].TunUp, topo.Paths[i].TunDown, linkem.Options{Up: up, Down: down, Realtime: true, Logf: t.Logf})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { em.Stop() })
+	stop, err := startLinks(topo, sc, 1, "", t.Logf)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client, server, err = connect(ctx, arm, topo, sc, port, t.Logf)

@@ -110,6 +110,7 @@ var depRules = []struct {
 			{mod + "bench/execspeed", "`lanes bench execspeed`: seed 001's experiments (rate by CPU share, reservations), and the sender it re-executes"},
 			{mod + "bench/coord", "`lanes bench coord`: seed 004's coordinated CPU and packet scheduling experiment"},
 			{mod + "pacer", "through bench/coord: the user-space DWCS packet pacer the experiment drives (pure Go but its clock)"},
+			{mod + "internal/rtthread", "through pacer and bench/hotspot: the pacer's real-time thread, and the slow-CPU thief of `lanes bench hotspot --slow-cpu`"},
 			{mod + "bench/multinet", "`lanes bench multinet`: seed 002's Intentional Networking evaluation"},
 			{mod + "cmd/lanes/proxycmd", "`lanes proxy`, wired in by cmd/lanes so that cmd/lanes/cli links no network code"},
 			{mod + "intnw", "`lanes proxy`'s multi-socket, and the one bench/multinet measures"},

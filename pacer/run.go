@@ -2,8 +2,11 @@ package pacer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lanes-qos/lanes/internal/rtthread"
 )
 
 // RunOptions are how Run drives a pacer.
@@ -46,7 +49,7 @@ func (p *Pacer) Run(ctx context.Context, o RunOptions) (RunStats, error) {
 		o.Start = time.Now()
 	}
 	var rs RunStats
-	err := onThread(o.Priority, func(sleepUntil func(time.Time)) error {
+	err := rtthread.Run(o.Priority, func(sleepUntil func(time.Time)) error {
 		slot := p.cfg.Slot
 		for {
 			n := p.Now()
@@ -78,5 +81,8 @@ func (p *Pacer) Run(ctx context.Context, o RunOptions) (RunStats, error) {
 			}
 		}
 	})
+	if err != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("pacer: %w", err) // the thread's, not the context's
+	}
 	return rs, err
 }

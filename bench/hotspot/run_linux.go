@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,6 +28,7 @@ import (
 	"github.com/lanes-qos/lanes/api/client"
 	"github.com/lanes-qos/lanes/cpu"
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/rtthread"
 	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/netns"
 )
@@ -448,50 +448,35 @@ func (w *countWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); retur
 
 // slowCPU slows CPU n down for everything but itself: a SCHED_FIFO
 // thread pinned to it spins for all but pct percent of every millisecond
-// and sleeps the rest (an absolute clock, so that the gaps do not drift).
+// and sleeps the rest (to absolute times, so that the gaps do not drift).
 // stop ends it and waits for the thread to go.
 func slowCPU(n int, pct float64) (stop func(), err error) {
 	busy := time.Duration(float64(time.Millisecond) * (100 - pct) / 100)
-	done, started := make(chan struct{}), make(chan error, 1)
+	started, done := make(chan struct{}), make(chan error, 1)
 	var quit atomic.Bool
 	go func() {
-		defer close(done)
-		// The thread ends with the goroutine (never unlocked): its
-		// policy and affinity go with it.
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(n)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			started <- fmt.Errorf("pin to CPU %d: %w", n, err)
-			return
-		}
-		if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 50}, 0); err != nil {
-			started <- fmt.Errorf("SCHED_FIFO: %w", err)
-			return
-		}
-		started <- nil
-		var ts unix.Timespec
-		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-			return
-		}
-		next := time.Duration(ts.Nano())
-		for !quit.Load() {
-			for {
-				if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil || time.Duration(ts.Nano()) >= next+busy {
-					break
+		done <- rtthread.Run(50, func(sleepUntil func(time.Time)) error {
+			var set unix.CPUSet
+			set.Set(n)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				return fmt.Errorf("pin to CPU %d: %w", n, err)
+			}
+			close(started)
+			for next := time.Now(); !quit.Load(); {
+				for time.Since(next) < busy {
 				}
+				next = next.Add(time.Millisecond)
+				sleepUntil(next)
 			}
-			next += time.Millisecond
-			t := unix.NsecToTimespec(int64(next))
-			for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &t, nil) == unix.EINTR {
-			}
-		}
+			return nil
+		})
 	}()
-	if err := <-started; err != nil {
-		<-done
+	select {
+	case <-started:
+		return func() { quit.Store(true); <-done }, nil
+	case err := <-done:
 		return nil, err
 	}
-	return func() { quit.Store(true); <-done }, nil
 }
 
 // capPeriod is the period the lane's cap is enforced in.

@@ -1,4 +1,4 @@
-package pacer
+package rtthread
 
 import (
 	"fmt"
@@ -8,26 +8,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// onThread runs fn on a locked OS thread, under SCHED_FIFO at priority
-// (0: its own policy), with a sleep to an absolute time on
-// CLOCK_MONOTONIC (clock_nanosleep: the thread itself wakes, not Go's
-// timers, which a hog-loaded host serves late).
-func onThread(priority int, fn func(sleepUntil func(time.Time)) error) error {
+// Run runs fn on a locked OS thread, under SCHED_FIFO at priority (0: its
+// own policy), and returns fn's error. sleepUntil sleeps the thread to an
+// absolute time. The thread ends with fn (it is never unlocked), and its
+// policy and any affinity fn gives it go with it.
+func Run(priority int, fn func(sleepUntil func(time.Time)) error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// The thread ends with the goroutine (still locked): its policy
-		// goes with it.
 		if priority > 0 {
 			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(priority)}
 			if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
-				done <- fmt.Errorf("pacer: SCHED_FIFO %d: %w", priority, err)
+				done <- fmt.Errorf("SCHED_FIFO %d: %w", priority, err)
 				return
 			}
 		}
 		var ts unix.Timespec
 		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-			done <- fmt.Errorf("pacer: read CLOCK_MONOTONIC: %w", err)
+			done <- fmt.Errorf("read CLOCK_MONOTONIC: %w", err)
 			return
 		}
 		mono0, now0 := ts.Nano(), time.Now()

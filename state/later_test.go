@@ -47,6 +47,16 @@ func TestPutLater(t *testing.T) {
 	if err := s.DeleteMany(KindProc, []string{"7"}); err != nil {
 		t.Fatal(err)
 	}
+	// Staged again, an entry is as old as its latest staging.
+	s.PutLater([]Entry{{Kind: KindProc, Key: "9", Value: "nine"}})
+	time.Sleep(30 * time.Millisecond)
+	s.PutLater([]Entry{{Kind: KindProc, Key: "9", Value: "nine again"}})
+	if err := s.FlushOlder(20*time.Millisecond, 100); err != nil || s.Staged() != 1 {
+		t.Errorf("FlushOlder(20ms, 100) = %v with %d staged, want 9 left staged (staged again since)", err, s.Staged())
+	}
+	if rest := s.DropLater(KindProc, []string{"9"}); len(rest) != 0 {
+		t.Errorf("DropLater(9) = %v, want it cancelled", rest)
+	}
 	s.PutLater([]Entry{{Kind: KindProc, Key: "5", Value: "five"}})
 	tests := []struct {
 		key, want string

@@ -39,10 +39,20 @@ type Store struct {
 	// prepare was a third of each transaction's cost.
 	put, del *sql.Stmt
 
-	// mu guards later, the entries PutLater staged.
+	// mu guards later, the entries PutLater staged, and order, their keys
+	// in the order they were staged (with keys since dropped, flushed or
+	// staged again, skipped when met), so that FlushOlder finds the
+	// oldest without a look at every entry.
 	mu    sync.Mutex
 	later map[laterKey]laterEntry
+	order []laterRef
 	seq   int
+}
+
+type laterRef struct {
+	laterKey
+	seq int
+	at  time.Time
 }
 
 type laterKey struct{ kind, key string }
@@ -502,7 +512,9 @@ func (s *Store) PutLater(entries []Entry) {
 	now := time.Now()
 	for _, e := range entries {
 		s.seq++
-		s.later[laterKey{e.Kind, e.Key}] = laterEntry{Entry: e, seq: s.seq, at: now}
+		k := laterKey{e.Kind, e.Key}
+		s.later[k] = laterEntry{Entry: e, seq: s.seq, at: now}
+		s.order = append(s.order, laterRef{laterKey: k, seq: s.seq, at: now})
 	}
 }
 
@@ -539,7 +551,22 @@ func (s *Store) FlushOlder(age time.Duration, max int) error {
 	if len(s.later) > max {
 		return s.flushLocked(func(laterEntry) bool { return true })
 	}
+	// The oldest entry still staged as it was: none old enough, nothing
+	// to write (the common case, in a storm of short-lived processes).
+	for len(s.order) > 0 {
+		r := s.order[0]
+		if e, ok := s.later[r.laterKey]; ok && e.seq == r.seq {
+			break
+		}
+		s.order = s.order[1:]
+	}
 	cut := time.Now().Add(-age)
+	if len(s.order) == 0 || s.order[0].at.After(cut) {
+		if len(s.order) == 0 {
+			s.order = nil // let the array go
+		}
+		return nil
+	}
 	return s.flushLocked(func(e laterEntry) bool { return !e.at.After(cut) })
 }
 

@@ -76,6 +76,23 @@ func ApplyProcess(pid int, d lane.Disk) (Saved, error) { return ApplyThreads(pid
 // gave one thread has only pid), saving one listing of /proc/PID/task;
 // the second walk lists them. nil tids: both walks list.
 func ApplyThreads(pid int, tids []int, d lane.Disk) (Saved, error) {
+	return applyPasses(pid, tids, d, 2)
+}
+
+// ApplyListed sets d's class and level on the threads tids of pid only,
+// without listing them: for a caller that learns afterwards whether the
+// process has others (procwatch's placement check), and calls
+// ApplyThreads for those that do.
+func ApplyListed(pid int, tids []int, d lane.Disk) (Saved, error) {
+	if tids == nil {
+		tids = []int{pid}
+	}
+	return applyPasses(pid, tids, d, 1)
+}
+
+// applyPasses walks the threads passes times: the first over tids (nil:
+// listed), the others over a listing.
+func applyPasses(pid int, tids []int, d lane.Disk, passes int) (Saved, error) {
 	saved := Saved{}
 	if d.Class == lane.IONone {
 		return saved, nil
@@ -85,7 +102,7 @@ func ApplyThreads(pid int, tids []int, d lane.Disk) (Saved, error) {
 		return saved, fmt.Errorf("apply ioprio to %d: %w", pid, err)
 	}
 	seen := map[int]bool{}
-	for pass := 0; pass < 2; pass++ {
+	for pass := 0; pass < passes; pass++ {
 		if pass > 0 || tids == nil {
 			var err error
 			if tids, err = cgroup.Threads(pid); err != nil {

@@ -24,6 +24,9 @@ func ApplyProcess(pid int, d lane.Disk) (Saved, error) { return nil, errUnsuppor
 // ApplyThreads is not supported outside Linux.
 func ApplyThreads(pid int, tids []int, d lane.Disk) (Saved, error) { return nil, errUnsupported }
 
+// ApplyListed is not supported outside Linux.
+func ApplyListed(pid int, tids []int, d lane.Disk) (Saved, error) { return nil, errUnsupported }
+
 // RestoreProcess is not supported outside Linux.
 func RestoreProcess(pid int, s Saved) error { return errUnsupported }
 

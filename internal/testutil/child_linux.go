@@ -29,7 +29,23 @@ func ChildMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(runChild(role))
 	}
+	KeepInheritedFDs()
 	os.Exit(m.Run())
+}
+
+// KeepInheritedFDs marks the descriptors this process inherited (a
+// shell's, a CI runner's: any above 2) close-on-exec, so that the children
+// a test starts hold only what the test gives them.
+func KeepInheritedFDs() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // runChild plays a role: "udp", "udp-connected" and "tcp" (sendLoop),

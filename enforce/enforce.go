@@ -48,6 +48,8 @@ type Engine struct {
 
 	mu  sync.Mutex
 	net Net
+	// settler checks a placement batch for what it left behind (SetSettler).
+	settler Settler
 
 	// recorded holds (at least) the PIDs with a process record, so that
 	// Forget, called on every exit on the host, looks up the store only
@@ -58,6 +60,8 @@ type Engine struct {
 	// ensured is the lane each group was last made to match (EnsureLane),
 	// so that a storm of rule placements does not rewrite its settings.
 	ensured map[string]*lane.Lane
+	// existsAt is when ensureCached last found each group's directories.
+	existsAt map[string]time.Time
 	// tuned holds controllers' run-time changes of lanes' CPU settings
 	// (tune.go), which EnsureLane keeps. cpuMu guards it and orders the
 	// writes of CPU settings.
@@ -67,8 +71,9 @@ type Engine struct {
 	procs map[string]*cgroup.Procs
 
 	// notes: the second record of each moved process, kept by its lane's
-	// group (see note.go).
+	// group (see note.go); batch: the notes of placement batches.
 	notes noteState
+	batch batchNotes
 }
 
 // ProcRecord is what the state store keeps of a process lanes moved.
@@ -152,7 +157,7 @@ func New(opts Options) (*Engine, error) {
 	if gn == nil {
 		gn = func(l string) string { return cgroup.Prefix + l }
 	}
-	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, placement: placement, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}, tuned: map[string]cpuTune{}, procs: map[string]*cgroup.Procs{}}, nil
+	return &Engine{H: h, CPU: ce, Disk: de, store: opts.Store, logf: logf, groupName: gn, placement: placement, recorded: map[int]recMeta{}, ensured: map[string]*lane.Lane{}, existsAt: map[string]time.Time{}, tuned: map[string]cpuTune{}, procs: map[string]*cgroup.Procs{}}, nil
 }
 
 // SetNet turns network classification on (n != nil) or off.
@@ -160,6 +165,15 @@ func (e *Engine) SetNet(n Net) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.net = n
+}
+
+// SetSettler makes PlaceBatch ask s, after a batch's moves, what its
+// processes still have outside their lane (threads, children, sockets),
+// instead of listing each one's in /proc; nil lists.
+func (e *Engine) SetSettler(s Settler) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.settler = s
 }
 
 // Mechanisms lists the backends in use, for `lanes doctor`.
@@ -593,7 +607,7 @@ func (e *Engine) inGroup(m cgroup.Membership, g cgroup.Group) bool {
 func (e *Engine) undoRecord(m moved, key string, g cgroup.Group) {
 	if !m.hadRec {
 		e.store.Delete(state.KindProc, key)
-		g.RemoveNote(noteKey(m.pid))
+		e.dropNote(g, m.pid)
 		return
 	}
 	e.store.Put(state.KindProc, key, m.prevRec)

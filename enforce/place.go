@@ -38,6 +38,36 @@ type Placed struct {
 	Unit        string
 }
 
+// Settler tells, for processes just moved into their lane and given its
+// I/O priority, what they still have outside it (procwatch.Settler, a BPF
+// program run once for a batch). Settle answers for each of procs in
+// order, at most MaxSettle() at a time.
+type Settler interface {
+	Settle(procs []SettleProc) ([]Settled, error)
+	MaxSettle() int
+}
+
+// SettleProc is a process to check: its PID and start time (clock ticks).
+type SettleProc struct {
+	PID   int
+	Start uint64
+}
+
+// Settled is what a process still has outside its new groups.
+type Settled struct {
+	// Gone: it exited, or its PID is another process's now.
+	Gone bool
+	// Threads: its thread count. Above one, threads it started before its
+	// I/O priority changed may keep the old one.
+	Threads int
+	// Children are child processes in other groups than its own (some of
+	// them, with MoreChildren set when there are more).
+	Children     []int
+	MoreChildren bool
+	// Sockets: it may hold a socket.
+	Sockets bool
+}
+
 // PlaceBatch puts many new processes into lane l at the cost of few
 // commits. Each process's record is written before it changes, as Move's
 // are, but first in its lane's group (the second record, an extended
@@ -90,14 +120,25 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 	}
 	// Record first: a crash after a change still knows where each came
 	// from, from the group's copy or from the database.
-	noted := make([]bool, len(ps))
-	var durable, later []state.Entry
+	var notePIDs []int
+	var noteRecs [][]byte
+	var noteIdx []int
 	for i, p := range ps {
 		if out[i].Err != nil {
 			continue
 		}
 		e.noteRecordedStart(p.PID, p.StartTime, l.Name)
-		noted[i] = e.writeNoteJSON(g, p.PID, encoded[i])
+		notePIDs, noteRecs, noteIdx = append(notePIDs, p.PID), append(noteRecs, encoded[i]), append(noteIdx, i)
+	}
+	noted := make([]bool, len(ps))
+	for k, ok := range e.writeBatchNotes(g, notePIDs, noteRecs) {
+		noted[noteIdx[k]] = ok
+	}
+	var durable, later []state.Entry
+	for i, p := range ps {
+		if out[i].Err != nil {
+			continue
+		}
 		ent := state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), JSON: encoded[i]}
 		if noted[i] {
 			later = append(later, ent)
@@ -108,24 +149,30 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 	if err := e.store.PutMany(durable); err != nil {
 		for i, p := range ps {
 			if out[i].Err == nil {
-				g.RemoveNote(noteKey(p.PID))
+				e.dropNote(g, p.PID)
 				e.dropRecorded(p.PID)
 			}
 		}
 		return nil, fmt.Errorf("place %d processes in %s: %w", len(durable), l.Name, err)
 	}
 	e.store.PutLater(later)
-	var fix, fixLater []state.Entry
+	e.mu.Lock()
+	settler := e.settler
+	e.mu.Unlock()
 	var gone []string
+	saved := make([]disk.Saved, len(ps))
 	for i, p := range ps {
 		if out[i].Err != nil {
 			continue
 		}
-		rec := &recs[i]
 		err := e.addProc(g, p.PID)
-		var saved disk.Saved
 		if err == nil {
-			saved, err = disk.ApplyThreads(p.PID, tids[i], l.Disk)
+			if settler != nil {
+				// Its other threads, if any, once the check has counted them.
+				saved[i], err = disk.ApplyListed(p.PID, tids[i], l.Disk)
+			} else {
+				saved[i], err = disk.ApplyThreads(p.PID, tids[i], l.Disk)
+			}
 		}
 		if err == nil {
 			err = e.CPU.JoinThreads(p.PID, l.CPU)
@@ -134,25 +181,54 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 			if !isGone(err) && alive(p.PID, p.StartTime) {
 				// Put back what changed; the record goes with it.
 				e.H.Restore(p.PID, p.From)
-				disk.RestoreProcess(p.PID, saved)
+				disk.RestoreProcess(p.PID, saved[i])
 			} else {
 				err = fmt.Errorf("process %d exited (%w): %v", p.PID, ErrNoProcess, err)
 			}
 			out[i].Err = err
 			gone = append(gone, strconv.Itoa(p.PID))
-			g.RemoveNote(noteKey(p.PID))
+			e.dropNote(g, p.PID)
 			e.dropRecorded(p.PID)
 			continue
 		}
+	}
+	// What the moved processes still have outside the lane: asked of the
+	// settler for the whole batch, or listed in /proc per process.
+	var errs []error
+	settled := e.settle(settler, ps, out)
+	for i, p := range ps {
+		if out[i].Err != nil || settler == nil {
+			continue
+		}
+		if st := settled[i]; st != nil && (st.Gone || st.Threads <= 1) {
+			continue
+		}
+		// Threads started before its priority changed (or not known).
+		more, err := disk.ApplyThreads(p.PID, nil, l.Disk)
+		if err != nil && !isGone(err) {
+			errs = append(errs, fmt.Errorf("I/O priority of the threads of %d: %w", p.PID, err))
+		}
+		for tid, v := range more {
+			if _, ok := saved[i][tid]; !ok {
+				saved[i][tid] = v
+			}
+		}
+	}
+	var fix, fixLater []state.Entry
+	for i := range ps {
+		if out[i].Err != nil {
+			continue
+		}
+		rec := &recs[i]
 		changed := false
-		for tid, v := range saved {
+		for tid, v := range saved[i] {
 			if _, ok := rec.IOPrio[tid]; !ok {
 				rec.IOPrio[tid] = v // a thread created since the snapshot
 				changed = true
 			}
 		}
 		if changed {
-			ent := state.Entry{Kind: state.KindProc, Key: strconv.Itoa(p.PID), Value: *rec}
+			ent := state.Entry{Kind: state.KindProc, Key: strconv.Itoa(rec.PID), Value: *rec}
 			if noted[i] && e.writeNote(g, *rec) {
 				fixLater = append(fixLater, ent)
 			} else {
@@ -160,7 +236,6 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 			}
 		}
 	}
-	var errs []error
 	if err := e.store.PutMany(fix); err != nil {
 		errs = append(errs, err)
 	}
@@ -173,14 +248,21 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 		if out[i].Err != nil {
 			continue
 		}
-		d, err := children(p.PID, p.Threads)
-		if err != nil || len(d) == 0 {
-			continue
-		}
 		var outside []int
-		for _, c := range d {
-			if m, err := cgroup.ProcMembership(c); err == nil && !e.inGroup(m, g) {
-				outside = append(outside, c)
+		if st := settled[i]; st != nil && !st.MoreChildren {
+			if st.Gone {
+				continue
+			}
+			outside = st.Children // in other groups than its own
+		} else {
+			d, err := children(p.PID, p.Threads)
+			if err != nil || len(d) == 0 {
+				continue
+			}
+			for _, c := range d {
+				if m, err := cgroup.ProcMembership(c); err == nil && !e.inGroup(m, g) {
+					outside = append(outside, c)
+				}
 			}
 		}
 		for _, c := range outside {
@@ -216,30 +298,85 @@ func (e *Engine) PlaceBatch(l *lane.Lane, ps []Placement) ([]Placed, error) {
 	n := e.net
 	e.mu.Unlock()
 	if n != nil {
-		for _, p := range out {
-			if p.Err == nil {
-				if err := n.MoveSockets(p.PID, l.Name); err != nil && !isGone(err) {
-					e.logf("move sockets of %d to %s: %v", p.PID, l.Name, err)
-				}
+		for i, p := range out {
+			if p.Err != nil {
+				continue
+			}
+			if st := settled[i]; st != nil && (st.Gone || !st.Sockets) {
+				continue // no socket to follow it
+			}
+			if err := n.MoveSockets(p.PID, l.Name); err != nil && !isGone(err) {
+				e.logf("move sockets of %d to %s: %v", p.PID, l.Name, err)
 			}
 		}
 	}
 	return out, errors.Join(errs...)
 }
 
+// settle asks s what the placed processes of ps (those without an error
+// in out) still have outside their lane: the answer for ps[i] at [i], nil
+// where there is none (no settler, or it failed: /proc is listed then).
+func (e *Engine) settle(s Settler, ps []Placement, out []Placed) []*Settled {
+	res := make([]*Settled, len(ps))
+	if s == nil {
+		return res
+	}
+	var idx []int
+	var procs []SettleProc
+	flush := func() {
+		if len(procs) == 0 {
+			return
+		}
+		got, err := s.Settle(procs)
+		if err != nil || len(got) != len(procs) {
+			e.logf("placement check of %d processes: %v (their threads, children and sockets are listed in /proc)", len(procs), err)
+		} else {
+			for k, i := range idx {
+				res[i] = &got[k]
+			}
+		}
+		idx, procs = idx[:0], procs[:0]
+	}
+	for i, p := range ps {
+		if out[i].Err != nil {
+			continue
+		}
+		idx = append(idx, i)
+		procs = append(procs, SettleProc{PID: p.PID, Start: p.StartTime})
+		if len(procs) == s.MaxSettle() {
+			flush()
+		}
+	}
+	flush()
+	return res
+}
+
 // ensureCached is EnsureLane, skipped when this very lane (the same
 // *lane.Lane, i.e. the same config) was ensured before and its group
-// still exists.
+// still exists, which is looked at once every existsEvery at most (a
+// storm's batches come every few milliseconds; a group removed meanwhile
+// fails the batch's moves, and the next look makes it again).
 func (e *Engine) ensureCached(l *lane.Lane) (cgroup.Group, error) {
+	now := time.Now()
 	e.mu.Lock()
 	done := e.ensured[l.Name] == l
+	fresh := done && now.Sub(e.existsAt[l.Name]) < existsEvery
 	e.mu.Unlock()
 	g := e.Group(l.Name)
+	if fresh {
+		return g, nil
+	}
 	if done && g.Exists() {
+		e.mu.Lock()
+		e.existsAt[l.Name] = now
+		e.mu.Unlock()
 		return g, nil
 	}
 	return e.EnsureLane(l)
 }
+
+// existsEvery is how often ensureCached looks at a group's directories.
+const existsEvery = time.Second
 
 // ForgetExited drops the records of the processes in pids, which the
 // kernel reported as exited (the proc connector's exit event comes after
@@ -248,9 +385,28 @@ func (e *Engine) ensureCached(l *lane.Lane) (cgroup.Group, error) {
 // reports the leader's exit under the process's PID, and the process
 // lives on.
 func (e *Engine) ForgetExited(pids []int) error {
+	exits := make([]Exit, len(pids))
+	for i, pid := range pids {
+		exits[i] = Exit{PID: pid}
+	}
+	return e.ForgetGone(exits)
+}
+
+// Exit is a process the kernel reported gone: its PID and, where the
+// source knows that the whole process exited (procwatch: its last thread
+// did), its start time in clock ticks; 0 when not known.
+type Exit struct {
+	PID   int
+	Start uint64
+}
+
+// ForgetGone is ForgetExited for exits that may carry their start time:
+// a record with that start time is dropped without looking at /proc.
+func (e *Engine) ForgetGone(exits []Exit) error {
 	var keys []string
 	var lanes []string
-	for _, pid := range pids {
+	for _, x := range exits {
+		pid := x.PID
 		e.recMu.Lock()
 		m, known := e.recorded[pid]
 		e.recMu.Unlock()
@@ -270,8 +426,12 @@ func (e *Engine) ForgetExited(pids []int) error {
 		// The kernel reports a process's exit also when a thread other
 		// than the leader execs (the leader is released, and the exec'ing
 		// thread goes on under its PID): a Go program such as lanes run
-		// exec's from any thread. Such a process is still alive.
-		if alive(pid, m.start) {
+		// exec's from any thread. Such a process is still alive. An exit
+		// whose start time is the record's is the whole process's.
+		if x.Start != 0 && x.Start != m.start {
+			continue // another process that had this PID
+		}
+		if x.Start == 0 && alive(pid, m.start) {
 			continue
 		}
 		e.dropRecorded(pid)

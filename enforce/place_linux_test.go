@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/lanes-qos/lanes/disk"
@@ -69,9 +70,9 @@ func TestPlaceBatch(t *testing.T) {
 		}
 	}
 	g := e.Group("batch")
-	notes, err := g.Notes("p.")
-	if err != nil {
-		t.Fatal(err)
+	notes := notedRecords(t, g)
+	if n := len(batchNoteKeys(t, g)); n != 1 {
+		t.Errorf("%d batch notes, want the batch's one", n)
 	}
 	for _, pid := range pids {
 		if m, _ := cgroup.ProcMembership(pid); !e.inGroup(m, g) {
@@ -84,9 +85,8 @@ func TestPlaceBatch(t *testing.T) {
 		if err := store.Get(state.KindProc, strconv.Itoa(pid), &rec); err != nil || rec.Why != "rule:1" {
 			t.Errorf("record of %d: %+v, %v", pid, rec, err)
 		}
-		var note ProcRecord
-		if err := json.Unmarshal(notes[noteKey(pid)], &note); err != nil || note.StartTime != rec.StartTime {
-			t.Errorf("second record of %d: %+v, %v", pid, note, err)
+		if note, ok := notes[pid]; !ok || note.StartTime != rec.StartTime {
+			t.Errorf("second record of %d: %+v (found %v)", pid, note, ok)
 		}
 	}
 	if n, _ := store.Count(); n < len(pids) {
@@ -101,8 +101,9 @@ func TestPlaceBatch(t *testing.T) {
 	if err := store.Get(state.KindProc, strconv.Itoa(pids[0]), &ProcRecord{}); err == nil {
 		t.Errorf("record of exited %d kept", pids[0])
 	}
-	if notes, _ := g.Notes("p."); notes[noteKey(pids[0])] != nil {
-		t.Errorf("second record of exited %d kept", pids[0])
+	// The batch note stays while others of its processes live.
+	if n := len(batchNoteKeys(t, g)); n != 1 {
+		t.Errorf("%d batch notes after one of its processes exited, want 1", n)
 	}
 	if err := e.RestoreAll(); err != nil {
 		t.Fatal(err)
@@ -115,6 +116,123 @@ func TestPlaceBatch(t *testing.T) {
 			t.Errorf("process %d after restore: in %+v, want %+v", pid, m, ps[i+1].From)
 		}
 	}
+}
+
+// A batch's note stays while one of its processes lives and goes with
+// the last; a process whose record changed after its placement has a note
+// of its own, which goes with it.
+func TestBatchNoteLifetime(t *testing.T) {
+	testutil.RequireRoot(t)
+	store, err := state.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	prefix := testutil.UniqueName("lanes-t") + "-"
+	e, err := New(Options{Store: store, GroupName: func(n string) string { return prefix + n }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.RestoreAll()
+	l := &lane.Lane{Name: "batch", CPU: lane.CPU{Weight: 100}, Disk: lane.Disk{Class: lane.IOBestEffort, Level: 6}}
+	var kids []*testutil.Child
+	var ps []Placement
+	for range 3 {
+		c := testutil.StartChild(t, "sleep 30s")
+		c.Line(t)
+		kids = append(kids, c)
+		pi, err := ReadProcStat(c.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		from, err := cgroup.ProcMembership(c.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, Placement{PID: c.PID(), StartTime: pi.StartTime, From: from, Threads: pi.Threads, Why: "rule:1"})
+	}
+	out, err := e.PlaceBatch(l, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out {
+		if o.Err != nil {
+			t.Fatalf("placement of %d: %v", o.PID, o.Err)
+		}
+	}
+	g := e.Group("batch")
+	if n := len(batchNoteKeys(t, g)); n != 1 {
+		t.Fatalf("%d batch notes, want 1", n)
+	}
+	// One gets a note of its own (its record changed).
+	rec := notedRecords(t, g)[ps[1].PID]
+	rec.Why = "rule:2"
+	if !e.writeNote(g, rec) {
+		t.Fatal("note of its own not written")
+	}
+	for i, k := range kids {
+		k.Cmd.Process.Kill()
+		k.Cmd.Wait()
+		if err := e.ForgetExited([]int{ps[i].PID}); err != nil {
+			t.Fatal(err)
+		}
+		// (A batch note keeps the records of its dead processes until its
+		// last goes: Recover passes over them.)
+		if own, _ := g.Notes(noteKey(ps[i].PID)); len(own) != 0 {
+			t.Errorf("after %d exited: its own note kept", ps[i].PID)
+		}
+		if n, want := len(batchNoteKeys(t, g)), map[bool]int{true: 0, false: 1}[i == len(kids)-1]; n != want {
+			t.Errorf("after %d exited: %d batch notes, want %d", ps[i].PID, n, want)
+		}
+	}
+}
+
+// notedRecords returns the records g's notes keep, by PID: notes of their
+// own over shares of batch notes.
+func notedRecords(t *testing.T, g cgroup.Group) map[int]ProcRecord {
+	t.Helper()
+	notes, err := g.Notes("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]ProcRecord{}
+	for key, val := range notes {
+		if strings.HasPrefix(key, batchNotePrefix) {
+			var recs []ProcRecord
+			if err := json.Unmarshal(val, &recs); err != nil {
+				t.Fatalf("batch note %s: %v", key, err)
+			}
+			for _, r := range recs {
+				if _, ok := out[r.PID]; !ok {
+					out[r.PID] = r
+				}
+			}
+		}
+	}
+	for key, val := range notes {
+		if strings.HasPrefix(key, "p.") {
+			var r ProcRecord
+			if err := json.Unmarshal(val, &r); err != nil {
+				t.Fatalf("note %s: %v", key, err)
+			}
+			out[r.PID] = r
+		}
+	}
+	return out
+}
+
+// batchNoteKeys lists g's batch notes.
+func batchNoteKeys(t *testing.T, g cgroup.Group) []string {
+	t.Helper()
+	notes, err := g.Notes(batchNotePrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range notes {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // TestPlaceBatchCrashBeforeFlush: a placement's record waits in memory
@@ -193,6 +311,14 @@ func TestPlaceBatchCrashBeforeFlush(t *testing.T) {
 	var rec ProcRecord
 	if err := store2.Get(state.KindProc, strconv.Itoa(pid), &rec); err != nil || rec.Why != "rule:7" || rec.StartTime != pi.StartTime {
 		t.Fatalf("rebuilt record: %+v, %v", rec, err)
+	}
+	// The batch's note became the process's own.
+	g2 := e2.Group(l.Name)
+	if keys := batchNoteKeys(t, g2); len(keys) != 0 {
+		t.Errorf("batch notes %v kept after Recover", keys)
+	}
+	if own, err := g2.Notes(noteKey(pid)); err != nil || len(own) != 1 {
+		t.Errorf("own note of %d after Recover: %v, %v", pid, own, err)
 	}
 	if err := e2.RestoreAll(); err != nil {
 		t.Fatal(err)

@@ -69,6 +69,7 @@ var depRules = []struct {
 			{mod + "netsched", "network enforcement is lanesd's: `lanes doctor` asks lanesd (/v1/doctor) and probes with internal/netprobe when no daemon runs"},
 			{mod + "bpf", "lanes' BPF objects are loaded by lanesd only (netsched, diskidle); linked, their bytecode and loaders would ride in the CLI"},
 			{mod + "diskidle", "disk idletime loads BPF and holds devices: lanesd's"},
+			{mod + "procwatch", "the BPF process events and placement check are lanesd's (enforce asks them through its Settler interface)"},
 			{mod + "ledbat", "lanesd registers the background congestion control; `lanes doctor` probes for it with internal/netprobe"},
 			{mod + "daemon", "the CLI is a client: it reaches lanesd through the local API"},
 			{mod + "internal/vmlane", "the kernel matrix is lanes-vmlane's"},

@@ -23,6 +23,7 @@ import (
 	"github.com/lanes-qos/lanes/internal/paths"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/metrics"
+	"github.com/lanes-qos/lanes/procwatch"
 	"github.com/lanes-qos/lanes/state"
 )
 
@@ -97,15 +98,27 @@ type Daemon struct {
 	metricsSrv  *metrics.Server
 	metricFiles map[string]*cgroup.StatFiles
 
-	mu         sync.Mutex
-	cfg        *lane.Config
-	cfgPath    string // "" when running on embedded defaults
-	cfgLoaded  time.Time
-	cfgErr     string
-	started    time.Time
-	events     string
-	health     map[string]api.Health
-	socketPath string
+	mu        sync.Mutex
+	cfg       *lane.Config
+	cfgPath   string // "" when running on embedded defaults
+	cfgLoaded time.Time
+	cfgErr    string
+	started   time.Time
+	events    string
+	// procWatch is the BPF process events' source while it runs; exes
+	// keeps the executables' paths it names (placer.go).
+	procWatch atomic.Pointer[procwatch.Watch]
+	exes      procwatch.ExePaths
+	// placeLog gathers the rule placements' log lines (placelog.go).
+	placeLog placeLog
+	// groups turns the group ids of procwatch's exec events into
+	// memberships (placer.go); nil reads /proc/PID/cgroup.
+	groups *cgroup.MembershipCache
+	// eventsMech and settleMech are the doctor's lines for the process
+	// events' source and the placement check (setEvents).
+	eventsMech, settleMech api.Mechanism
+	health                 map[string]api.Health
+	socketPath             string
 }
 
 func (o Options) paths(cfg *lane.Config) (socket, stateDir string) {
@@ -162,7 +175,7 @@ func Run(ctx context.Context, opts Options) error {
 	eng.SetDebugf(opts.Debugf)
 	d := &Daemon{opts: opts, logf: logf, store: store, engine: eng, cfg: cfg, cfgPath: cfgPath,
 		cfgLoaded: time.Now(), started: time.Now(), health: map[string]api.Health{}, socketPath: socket,
-		bus: events.New()}
+		bus: events.New(), groups: cgroup.NewMembershipCache(eng.H)}
 	d.metrics = metrics.New(d.metricsSnapshot, api.Version)
 	defer d.bus.Close()
 	defer d.stopBridge() // before the bus closes

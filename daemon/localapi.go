@@ -491,9 +491,9 @@ func (d *Daemon) mechanisms() []api.Mechanism {
 		}
 	}
 	d.applyMu.Unlock()
-	m = append(m, api.Mechanism{Resource: "process events", Backend: d.events,
-		Preferred: d.events == "proc connector", OK: true,
-		Reason: map[bool]string{true: "exec events from the kernel's proc connector", false: "proc connector unavailable"}[d.events == "proc connector"]})
+	d.mu.Lock()
+	m = append(m, d.eventsMech, d.settleMech)
+	d.mu.Unlock()
 	m = append(m, d.bridgeMechanism())
 	return m
 }

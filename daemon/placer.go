@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/events"
 	"github.com/lanes-qos/lanes/internal/cgroup"
@@ -17,6 +18,7 @@ import (
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/metrics"
 	"github.com/lanes-qos/lanes/monitor"
+	"github.com/lanes-qos/lanes/procwatch"
 )
 
 // Rules are applied to processes as they exec, in batches: the proc
@@ -67,18 +69,28 @@ func newPlacerQueue(bus *events.Bus) (*placerQueue, error) {
 	return &placerQueue{sub: sub}, nil
 }
 
-// take sorts one event into the batch: an exec's pid into execs, an
-// exit's into exits when recorded says lanes placed it, an overflow asks
-// for a rescan.
-func (q *placerQueue) take(ev events.Event, execs, exits []int, recorded func(int) bool) ([]int, []int) {
+// execItem is a process that exec'd (or that a scan found): its PID and,
+// when the event came from procwatch, what the kernel said of it then.
+type execItem struct {
+	pid   int
+	x     procwatch.Exec
+	known bool // x holds the exec's data
+}
+
+// take sorts one event into the batch: an exec into execs, an exit into
+// exits when recorded says lanes placed it, an overflow asks for a rescan.
+func (q *placerQueue) take(ev events.Event, execs []execItem, exits []enforce.Exit, recorded func(int) bool) ([]execItem, []enforce.Exit) {
 	switch ev.Topic {
 	case monitor.TopicExec:
-		if pid := monitor.PID(ev); pid > 0 {
-			execs = append(execs, pid)
+		if x, ok := procwatch.ExecOf(ev); ok {
+			execs = append(execs, execItem{pid: x.PID, x: x, known: true})
+		} else if pid := monitor.PID(ev); pid > 0 {
+			execs = append(execs, execItem{pid: pid})
 		}
 	case monitor.TopicExit:
 		if pid := monitor.PID(ev); pid > 0 && recorded(pid) {
-			exits = append(exits, pid)
+			start, _ := procwatch.ExitStart(ev) // 0 from the proc connector
+			exits = append(exits, enforce.Exit{PID: pid, Start: start})
 		}
 	case monitor.TopicOverflow:
 		q.rescan = true
@@ -99,8 +111,8 @@ func (q *placerQueue) newDrops() (bool, uint64) {
 }
 
 // watchProcesses applies rules to processes as they exec, and drops the
-// records of processes as they exit: through the proc connector, or by
-// polling /proc when it is unavailable. Both publish on the bus.
+// records of processes as they exit: through procwatch's BPF programs,
+// else the proc connector, else by polling /proc. All publish on the bus.
 func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	q, err := newPlacerQueue(d.bus)
@@ -110,16 +122,37 @@ func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 		return done
 	}
 	sourceDone := make(chan struct{})
-	pc, err := monitor.PublishProcEvents(d.bus, d.logf)
-	if err == nil {
-		d.events = "proc connector"
+	closeSource := func(c io.Closer) {
 		go func() {
 			defer close(sourceDone)
 			<-ctx.Done()
-			pc.Close()
+			c.Close()
 		}()
+	}
+	listing := api.Mechanism{Resource: "placement check", Backend: "/proc listings per process", OK: true,
+		Reason: "without the BPF process events"}
+	var st *procwatch.Settler
+	w, werr := procwatch.Publish(d.bus, d.logf)
+	if werr == nil {
+		closeSource(w)
+		d.procWatch.Store(w)
+		check := listing
+		var err error
+		if st, err = procwatch.NewSettler(); err == nil {
+			d.engine.SetSettler(settler{st})
+			check = api.Mechanism{Resource: "placement check", Backend: "BPF syscall program (bpf_task_from_pid), once a batch", OK: true, Preferred: true,
+				Reason: "the threads, the children left in other groups and the sockets of the processes a rule placed, without listing /proc"}
+		} else {
+			check.Reason = err.Error()
+		}
+		d.setEvents("BPF tracepoints", api.Mechanism(w.Mechanism()), check)
+	} else if pc, err := monitor.PublishProcEvents(d.bus, d.logf); err == nil {
+		closeSource(pc)
+		d.setEvents("proc connector", api.Mechanism{Resource: "process events", Backend: "proc connector", OK: true,
+			Reason: "exec events from the kernel's proc connector; each exec's process is read in /proc (BPF: " + werr.Error() + ")"}, listing)
 	} else {
-		d.events = "polling /proc every 500ms"
+		d.setEvents("polling /proc every 500ms", api.Mechanism{Resource: "process events", Backend: "polling /proc every 500ms", OK: true,
+			Reason: "proc connector unavailable: " + err.Error() + "; BPF: " + werr.Error()}, listing)
 		d.setHealth("events-polling", "proc connector unavailable, polling /proc: "+err.Error())
 		polled := monitor.PollProcs(ctx, 500*time.Millisecond)
 		go func() {
@@ -136,8 +169,53 @@ func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 		defer func() { <-sourceDone }()
 		defer q.sub.Close()
 		d.runPlacer(ctx, q)
+		if st != nil {
+			d.engine.SetSettler(nil)
+			st.Close()
+		}
 	}()
 	return done
+}
+
+// exePath is the executable of the process of it (started at start):
+// read from /proc, or for an exec procwatch saw, the path read for the same
+// file (procwatch.ExeID) in the last second.
+func (d *Daemon) exePath(it execItem, start uint64, rd *procfs.Reader) (string, error) {
+	if w := d.procWatch.Load(); w != nil && it.known {
+		if id, ok := w.ExeID(it.pid, start); ok {
+			return d.exes.Path(id, time.Now(), func() (string, error) { return rd.Exe(it.pid) })
+		}
+	}
+	return rd.Exe(it.pid)
+}
+
+// setEvents records which source publishes process events, and how a
+// placement finds what it left behind, for status and doctor.
+func (d *Daemon) setEvents(name string, events, check api.Mechanism) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events, d.eventsMech, d.settleMech = name, events, check
+}
+
+// settler adapts procwatch's placement check to enforce.Settler.
+type settler struct{ s *procwatch.Settler }
+
+func (s settler) MaxSettle() int { return procwatch.MaxSettle }
+
+func (s settler) Settle(procs []enforce.SettleProc) ([]enforce.Settled, error) {
+	in := make([]procwatch.Proc, len(procs))
+	for i, p := range procs {
+		in[i] = procwatch.Proc{PID: p.PID, Start: p.Start}
+	}
+	got, err := s.s.Settle(in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]enforce.Settled, len(got))
+	for i, g := range got {
+		out[i] = enforce.Settled(g)
+	}
+	return out, nil
 }
 
 // runPlacer places queued processes and forgets exited ones until ctx ends.
@@ -145,11 +223,12 @@ func (d *Daemon) runPlacer(ctx context.Context, q *placerQueue) {
 	// Records of placed processes wait in memory (with their copy in the
 	// lane's group) until they are a second old; the flush writes them
 	// when no batch comes to do it.
+	defer func() { d.placeLog.flush(time.Now(), true, d.logf) }()
 	now := time.Now()
 	nextSweep, nextRescan, nextFlush := now.Add(sweepInterval), now.Add(rescanEvery), now.Add(flushEvery)
 	var rd procfs.Reader
-	execs := make([]int, 0, maxBatch)
-	exits := make([]int, 0, maxBatch)
+	execs := make([]execItem, 0, maxBatch)
+	exits := make([]enforce.Exit, 0, maxBatch)
 	recorded := d.engine.Recorded
 	for {
 		execs, exits = execs[:0], exits[:0]
@@ -172,7 +251,7 @@ func (d *Daemon) runPlacer(ctx context.Context, q *placerQueue) {
 				execs, exits = q.take(ev, execs, exits, recorded)
 			}
 			if len(exits) > 0 {
-				if err := d.engine.ForgetExited(exits); err != nil {
+				if err := d.engine.ForgetGone(exits); err != nil {
 					d.logf("%v", err)
 				}
 			}
@@ -212,6 +291,7 @@ func (d *Daemon) runPlacer(ctx context.Context, q *placerQueue) {
 			if err := d.engine.FlushRecords(); err != nil {
 				d.logf("%v", err)
 			}
+			d.placeLog.flush(now, false, d.logf)
 			nextFlush = now.Add(flushEvery)
 		}
 	}
@@ -228,14 +308,17 @@ func earliest(ts ...time.Time) time.Time {
 	return e
 }
 
-// placeNew applies the rules to the processes pids (just exec'd, or found
-// by a scan): each that is in no lane and that a rule matches goes to the
-// rule's lane, a lane's share in one batch. It reads what the rules need
-// and no more, cheapest first, through rd: /proc/PID/stat (comm, start
-// time, threads; a process that exited is dropped here), status only if
-// a rule has a user, cgroup (a process in a lane is left alone), and the
+// placeNew applies the rules to the processes of items (just exec'd, or
+// found by a scan): each that is in no lane and that a rule matches goes
+// to the rule's lane, a lane's share in one batch. What an exec event of
+// procwatch carried (command, start time, uid, groups) is not read again;
+// otherwise it reads what the rules need and no more, cheapest first,
+// through rd: /proc/PID/stat (comm, start time, threads; a process that
+// exited is dropped here), status only if a rule has a user, cgroup (a
+// process in a lane is left alone; for an exec event only when its groups
+// are not in d.groups or a rule needs the name=systemd path), and the
 // executable only if a rule has an exe and the rest could match.
-func (d *Daemon) placeNew(cfg *lane.Config, pids []int, rd *procfs.Reader) {
+func (d *Daemon) placeNew(cfg *lane.Config, items []execItem, rd *procfs.Reader) {
 	if len(cfg.Rules) == 0 {
 		return
 	}
@@ -246,48 +329,77 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int, rd *procfs.Reader) {
 	}
 	byLane := map[string][]item{}
 	self := os.Getpid()
-	needUID, needExe, allComm := false, false, true
+	needUID, needExe, needPath, allComm := false, false, false, true
 	comms := map[string]bool{}
 	for _, r := range cfg.Rules {
 		needUID = needUID || r.User != ""
 		needExe = needExe || r.Exe != ""
+		needPath = needPath || r.Cgroup != "" || r.Unit != ""
 		if r.Comm == "" {
 			allComm = false
 		}
 		comms[r.Comm] = true
 	}
-	for _, pid := range pids {
+	// The ids name the paths rules match (v2, else name=systemd) only
+	// where there is no name=systemd hierarchy.
+	_, systemdV1 := d.engine.H.V1["name=systemd"]
+	useIDs := d.groups != nil && !(needPath && systemdV1)
+	for _, it := range items {
+		pid := it.pid
 		if pid == self {
 			continue
 		}
-		st, err := rd.Stat(pid)
-		if err != nil || st.Exited() || st.Exiting() || st.KernelThread() {
-			continue // gone, or unreadable: nothing to place
+		var comm string
+		var start uint64
+		threads := 1 // a process has one thread at its exec
+		if it.known {
+			comm, start = it.x.Comm, it.x.Start
+		} else {
+			st, err := rd.Stat(pid)
+			if err != nil || st.Exited() || st.Exiting() || st.KernelThread() {
+				continue // gone, or unreadable: nothing to place
+			}
+			comm, start, threads = st.Comm, st.StartTime, st.Threads
 		}
-		if allComm && !comms[st.Comm] {
+		if allComm && !comms[comm] {
 			continue // every rule names a command, and not this one
 		}
-		p := lane.Process{PID: pid, Comm: st.Comm}
+		p := lane.Process{PID: pid, Comm: comm}
 		if needUID {
-			u, err := rd.UIDs(pid)
+			if it.known {
+				p.UID = it.x.UID
+			} else {
+				u, err := rd.UIDs(pid)
+				if err != nil {
+					continue
+				}
+				p.UID = u.Real
+			}
+			p.User = monitor.UserName(p.UID)
+		}
+		var from cgroup.Membership
+		if it.known && useIDs {
+			var err error
+			from, err = d.groups.Lookup(it.x.Cgroups, func() ([]byte, error) { return rd.File(pid, "cgroup") })
+			if err != nil || laneOfMembership(from) != "" {
+				continue
+			}
+			p.Cgroup = from.V2
+		} else {
+			cg, err := rd.File(pid, "cgroup")
 			if err != nil {
 				continue
 			}
-			p.UID = u.Real
-			p.User = monitor.UserName(u.Real)
+			from, err = cgroup.ParseMembership(string(cg))
+			if err != nil || laneOfMembership(from) != "" {
+				continue // rules place processes that are in no lane
+			}
+			p.Cgroup = monitor.CgroupPath(cg)
 		}
-		cg, err := rd.File(pid, "cgroup")
-		if err != nil {
-			continue
-		}
-		from, err := cgroup.ParseMembership(string(cg))
-		if err != nil || laneOfMembership(from) != "" {
-			continue // rules place processes that are in no lane
-		}
-		p.Cgroup = monitor.CgroupPath(cg)
 		p.Unit = lane.UnitOf(p.Cgroup)
 		if needExe {
-			if p.Exe, err = rd.Exe(pid); err != nil {
+			var err error
+			if p.Exe, err = d.exePath(it, start, rd); err != nil {
 				continue
 			}
 		}
@@ -296,7 +408,7 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int, rd *procfs.Reader) {
 			continue
 		}
 		byLane[name] = append(byLane[name], item{
-			Placement: enforce.Placement{PID: pid, StartTime: st.StartTime, From: from, Threads: st.Threads,
+			Placement: enforce.Placement{PID: pid, StartTime: start, From: from, Threads: threads,
 				Why: "rule:" + strconv.Itoa(rule.Line)},
 			comm: p.Comm, line: rule.Line,
 		})
@@ -334,7 +446,7 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int, rd *procfs.Reader) {
 			if d.metrics != nil {
 				d.metrics.RulePlacements.WithLabelValues(name, metrics.RuleLine(it.line)).Add(float64(1 + len(pr.Descendants)))
 			}
-			if len(shown) < 8 {
+			if len(shown) < placeLogShown {
 				s := fmt.Sprintf("%d (%s, rule at line %d)", pr.PID, it.comm, it.line)
 				if len(pr.Descendants) > 0 {
 					s += fmt.Sprintf(" with %v", pr.Descendants)
@@ -345,13 +457,9 @@ func (d *Daemon) placeNew(cfg *lane.Config, pids []int, rd *procfs.Reader) {
 				shown = append(shown, s)
 			}
 		}
-		if n == 0 {
-			continue
+		if n > 0 {
+			d.placeLog.add(time.Now(), name, n, shown, d.logf)
 		}
-		if n > len(shown) {
-			shown = append(shown, fmt.Sprintf("and %d more", n-len(shown)))
-		}
-		d.logf("rules -> %s: %s", name, strings.Join(shown, ", "))
 	}
 }
 
@@ -365,16 +473,16 @@ func (d *Daemon) applyRulesToRunning() {
 		// Processes that could not be read are skipped; the rest are placed.
 		d.logf("scan processes: %v", err)
 	}
-	var pids []int
+	var items []execItem
 	var rd procfs.Reader
 	for _, p := range procs {
 		if _, rule := cfg.Match(p); rule != nil {
-			pids = append(pids, p.PID)
+			items = append(items, execItem{pid: p.PID})
 		}
 	}
-	for len(pids) > 0 {
-		n := min(len(pids), maxBatch)
-		d.placeNew(cfg, pids[:n], &rd)
-		pids = pids[n:]
+	for len(items) > 0 {
+		n := min(len(items), maxBatch)
+		d.placeNew(cfg, items[:n], &rd)
+		items = items[n:]
 	}
 }

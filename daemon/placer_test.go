@@ -3,8 +3,11 @@ package daemon
 import (
 	"testing"
 
+	"github.com/lanes-qos/lanes/enforce"
 	"github.com/lanes-qos/lanes/events"
+	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/monitor"
+	"github.com/lanes-qos/lanes/procwatch"
 )
 
 // The placer's subscription is bounded: events beyond it are dropped
@@ -49,7 +52,8 @@ func TestPlacerQueueBounded(t *testing.T) {
 				t.Errorf("drops %d (fresh %v), want %d", n, fresh, c.wantDrops)
 			}
 			even := func(pid int) bool { return pid%2 == 0 } // "recorded"
-			var execs, exits []int
+			var execs []execItem
+			var exits []enforce.Exit
 			for {
 				ev, ok := q.sub.TryNext()
 				if !ok {
@@ -60,9 +64,9 @@ func TestPlacerQueueBounded(t *testing.T) {
 			if len(execs) != c.wantExecs || len(exits) != c.wantExt {
 				t.Errorf("took %d execs and %d exits, want %d and %d", len(execs), len(exits), c.wantExecs, c.wantExt)
 			}
-			for i, pid := range execs {
-				if pid != i+1 {
-					t.Fatalf("exec %d has pid %d: the queue lost its order", i, pid)
+			for i, x := range execs {
+				if x.pid != i+1 || x.known {
+					t.Fatalf("exec %d is %+v: the queue lost its order, or made up what the exec carried", i, x)
 				}
 			}
 			if q.rescan != c.wantRescan {
@@ -72,5 +76,43 @@ func TestPlacerQueueBounded(t *testing.T) {
 				t.Error("the same drops reported twice")
 			}
 		})
+	}
+}
+
+// An exec of procwatch keeps what it carried; its exit keeps the start
+// time; the proc connector's carry none.
+func TestPlacerTakesWhatEventsCarry(t *testing.T) {
+	bus := events.New()
+	defer bus.Close()
+	q, err := newPlacerQueue(bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus.Publish(events.Event{Source: procwatch.Source, Topic: monitor.TopicExec, Payload: map[string]any{
+		"pid": int64(42), procwatch.KeyStart: uint64(777), procwatch.KeyComm: "make", procwatch.KeyUID: int64(1000),
+		procwatch.KeyCgroupV2: uint64(5), procwatch.KeyCgroupCPU: uint64(6), procwatch.KeyCgroupIO: uint64(7)}})
+	bus.Publish(events.Event{Source: procwatch.Source, Topic: monitor.TopicExit, Payload: map[string]any{
+		"pid": int64(42), "ppid": int64(1), procwatch.KeyStart: uint64(777)}})
+	// A procwatch exec missing a field is taken as the proc connector's.
+	bus.Publish(events.Event{Source: procwatch.Source, Topic: monitor.TopicExec, Payload: map[string]any{"pid": int64(43)}})
+	ev, _ := monitor.Event{Kind: monitor.Exec, PID: 44, TGID: 44}.BusEvent()
+	bus.Publish(ev)
+	ev, _ = monitor.Event{Kind: monitor.Exit, PID: 44, TGID: 44}.BusEvent()
+	bus.Publish(ev)
+	var execs []execItem
+	var exits []enforce.Exit
+	for {
+		ev, ok := q.sub.TryNext()
+		if !ok {
+			break
+		}
+		execs, exits = q.take(ev, execs, exits, func(int) bool { return true })
+	}
+	want := procwatch.Exec{PID: 42, Start: 777, Comm: "make", UID: 1000, Cgroups: cgroup.IDs{V2: 5, CPU: 6, IO: 7}}
+	if len(execs) != 3 || !execs[0].known || execs[0].x != want || execs[1].known || execs[1].pid != 43 || execs[2].known || execs[2].pid != 44 {
+		t.Errorf("execs %+v", execs)
+	}
+	if len(exits) != 2 || exits[0] != (enforce.Exit{PID: 42, Start: 777}) || exits[1] != (enforce.Exit{PID: 44}) {
+		t.Errorf("exits %+v", exits)
 	}
 }

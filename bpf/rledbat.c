@@ -98,6 +98,15 @@ struct bpf_iter__tcp {
 	__u32 uid;
 } __attribute__((preserve_access_index));
 
+struct bpf_map;
+
+struct bpf_iter__bpf_sk_storage_map {
+	struct bpf_iter_meta *meta;
+	struct bpf_map *map;
+	struct sock *sk;
+	void *value;
+} __attribute__((preserve_access_index));
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);
@@ -277,6 +286,42 @@ static __always_inline void set_clamp(void *sk, __u32 v)
 	int val = (int)v;
 	if (bpf_setsockopt(sk, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)) == 0)
 		rl_count(RL_CLAMPED);
+}
+
+// The gate: a run of lanes_rledbat walks the whole TCP hash of the
+// namespace, empty buckets included (about a millisecond on a large host),
+// so the runner first asks the gate programs, which walk only the sockets
+// that have storage in a map: lanes_rledbat_gate_label over auto_label
+// (the sockets made in a lane's group or moved into one) counts those of
+// a lane with LANE_F_RLEDBAT, lanes_rledbat_gate_state over rl_state those
+// whose window lanes still clamps (to be given back when they leave the
+// lane). No count, no run: nothing to bound or give back. (A socket that
+// joined a lane's class by its priority alone, with no label, is not
+// counted.)
+volatile __u64 gate_hits = 0;
+
+SEC("iter/bpf_sk_storage_map")
+int lanes_rledbat_gate_label(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	__u32 *label = ctx->value;
+
+	if (!ctx->sk || !label)
+		return 0;
+	__u32 cls = *label;
+	__u32 *f = bpf_map_lookup_elem(&lane_flags, &cls);
+	if (f && (*f & LANE_F_RLEDBAT))
+		gate_hits++;
+	return 0;
+}
+
+SEC("iter/bpf_sk_storage_map")
+int lanes_rledbat_gate_state(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	struct rl_state *s = ctx->value;
+
+	if (ctx->sk && s && s->on)
+		gate_hits++;
+	return 0;
 }
 
 SEC("iter/tcp")

@@ -16,12 +16,15 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	RledbatMapAutoLabel     = "auto_label"
-	RledbatMapLaneFlags     = "lane_flags"
-	RledbatMapRlState       = "rl_state"
-	RledbatMapRlStats       = "rl_stats"
-	RledbatProgLanesRledbat = "lanes_rledbat"
-	RledbatVarTargetUs      = "target_us"
+	RledbatMapAutoLabel              = "auto_label"
+	RledbatMapLaneFlags              = "lane_flags"
+	RledbatMapRlState                = "rl_state"
+	RledbatMapRlStats                = "rl_stats"
+	RledbatProgLanesRledbat          = "lanes_rledbat"
+	RledbatProgLanesRledbatGateLabel = "lanes_rledbat_gate_label"
+	RledbatProgLanesRledbatGateState = "lanes_rledbat_gate_state"
+	RledbatVarGateHits               = "gate_hits"
+	RledbatVarTargetUs               = "target_us"
 )
 
 // LoadRledbat returns the embedded CollectionSpec for Rledbat.
@@ -66,7 +69,9 @@ type RledbatSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RledbatProgramSpecs struct {
-	LanesRledbat *ebpf.ProgramSpec `ebpf:"lanes_rledbat"`
+	LanesRledbat          *ebpf.ProgramSpec `ebpf:"lanes_rledbat"`
+	LanesRledbatGateLabel *ebpf.ProgramSpec `ebpf:"lanes_rledbat_gate_label"`
+	LanesRledbatGateState *ebpf.ProgramSpec `ebpf:"lanes_rledbat_gate_state"`
 }
 
 // RledbatMapSpecs contains maps before they are loaded into the kernel.
@@ -83,6 +88,7 @@ type RledbatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RledbatVariableSpecs struct {
+	GateHits *ebpf.VariableSpec `ebpf:"gate_hits"`
 	TargetUs *ebpf.VariableSpec `ebpf:"target_us"`
 }
 
@@ -125,6 +131,7 @@ func (m *RledbatMaps) Close() error {
 //
 // It can be passed to LoadRledbatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RledbatVariables struct {
+	GateHits *ebpf.Variable `ebpf:"gate_hits"`
 	TargetUs *ebpf.Variable `ebpf:"target_us"`
 }
 
@@ -132,12 +139,16 @@ type RledbatVariables struct {
 //
 // It can be passed to LoadRledbatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RledbatPrograms struct {
-	LanesRledbat *ebpf.Program `ebpf:"lanes_rledbat"`
+	LanesRledbat          *ebpf.Program `ebpf:"lanes_rledbat"`
+	LanesRledbatGateLabel *ebpf.Program `ebpf:"lanes_rledbat_gate_label"`
+	LanesRledbatGateState *ebpf.Program `ebpf:"lanes_rledbat_gate_state"`
 }
 
 func (p *RledbatPrograms) Close() error {
 	return _RledbatClose(
 		p.LanesRledbat,
+		p.LanesRledbatGateLabel,
+		p.LanesRledbatGateState,
 	)
 }
 

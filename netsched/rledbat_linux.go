@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -27,7 +28,9 @@ import (
 // hash tables, empty buckets included (0.8 ms on a 24 GiB host with no
 // sockets: docs/BENCHMARKS.md), so while no background socket receives the
 // runner waits RecvIdlePeriod instead: a new background download runs
-// unbounded for at most that long.
+// unbounded for at most that long. And while no socket is in such a lane
+// at all (none clamped either), the gates (socket storage iterators over
+// the sockets lanes labelled) skip the run.
 const (
 	RecvPeriod     = 20 * time.Millisecond
 	RecvIdlePeriod = 250 * time.Millisecond
@@ -38,18 +41,29 @@ const (
 type recvRunner struct {
 	objs *lanesbpf.RledbatObjects
 	it   *link.Iter
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	err  error // the last run's error, nil once a run succeeds again
+	// gates are the gate iterators (bpf/rledbat.c): a run of it is
+	// skipped when they count no socket to act on. Empty: every run is
+	// made (gateErr says why).
+	gates   []*link.Iter
+	gateErr error
+	stop    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error // the last run's error, nil once a run succeeds again
+	// runs and skipped count the runs made and those the gates skipped.
+	runs, skipped atomic.Uint64
 }
 
 // RecvStats are the receive-side counters: background sockets seen
-// receiving (summed over runs), windows set, clamps lifted.
+// receiving (summed over runs), windows set, clamps lifted, and the
+// iterator's runs made and skipped (no socket of a lane with rLEDBAT, none
+// clamped).
 type RecvStats struct {
 	Sockets  uint64 `json:"sockets"`
 	Clamped  uint64 `json:"clamped"`
 	Released uint64 `json:"released"`
+	Runs     uint64 `json:"runs"`
+	Skipped  uint64 `json:"skipped"`
 }
 
 // startRecv loads and starts the receive-side runner once a lane asks for
@@ -85,8 +99,29 @@ func (e *Enforcer) newRecvRunner() (*recvRunner, error) {
 		return nil, fmt.Errorf("attach the receive-window iterator: %w", err)
 	}
 	r := &recvRunner{objs: &objs, it: it, stop: make(chan struct{}), done: make(chan struct{})}
+	for _, g := range []struct {
+		prog *ebpf.Program
+		m    *ebpf.Map
+	}{{objs.LanesRledbatGateLabel, e.objs.AutoLabel}, {objs.LanesRledbatGateState, objs.RlState}} {
+		gi, err := link.AttachIter(link.IterOptions{Program: g.prog, Map: g.m})
+		if err != nil {
+			r.gateErr = fmt.Errorf("attach the receive-window gate (BPF socket storage iterator): %w", err)
+			break
+		}
+		r.gates = append(r.gates, gi)
+	}
+	if r.gateErr != nil {
+		for _, gi := range r.gates {
+			gi.Close()
+		}
+		r.gates = nil
+		e.logf("netsched: the receive-window iterator runs whether or not a background socket exists: %v", r.gateErr)
+	}
 	// One run now: an error here means it cannot work at all.
 	if err := e.runRecv(r); err != nil {
+		for _, gi := range r.gates {
+			gi.Close()
+		}
 		it.Close()
 		objs.Close()
 		return nil, err
@@ -105,6 +140,7 @@ func (e *Enforcer) runRecv(r *recvRunner) error {
 // runOnce runs the iterator over the sockets of the calling thread's
 // network namespace.
 func (r *recvRunner) runOnce() error {
+	r.runs.Add(1)
 	rd, err := r.it.Open()
 	if err != nil {
 		return fmt.Errorf("run the receive-window iterator: %w", err)
@@ -114,6 +150,33 @@ func (r *recvRunner) runOnce() error {
 		return fmt.Errorf("run the receive-window iterator: %w", err)
 	}
 	return nil
+}
+
+// idle reports whether the gates count no socket the iterator would act
+// on (false when there are no gates, or they cannot tell).
+func (r *recvRunner) idle() bool {
+	if len(r.gates) == 0 {
+		return false
+	}
+	if err := r.objs.GateHits.Set(uint64(0)); err != nil {
+		return false
+	}
+	for _, gi := range r.gates {
+		rd, err := gi.Open()
+		if err != nil {
+			return false
+		}
+		_, err = io.Copy(io.Discard, rd)
+		rd.Close()
+		if err != nil {
+			return false
+		}
+	}
+	var n uint64
+	if err := r.objs.GateHits.Get(&n); err != nil {
+		return false
+	}
+	return n == 0
 }
 
 func (r *recvRunner) loop(e *Enforcer) {
@@ -127,6 +190,12 @@ func (r *recvRunner) loop(e *Enforcer) {
 		case <-r.stop:
 			return
 		case <-t.C:
+		}
+		if r.idle() {
+			r.skipped.Add(1)
+			quiet = recvLinger
+			t.Reset(RecvIdlePeriod)
+			continue
 		}
 		err := e.runRecv(r)
 		// Fast while some background socket received in the last
@@ -163,7 +232,11 @@ func (r *recvRunner) close() error {
 	}
 	close(r.stop)
 	<-r.done
-	return errors.Join(r.it.Close(), r.objs.Close())
+	errs := []error{r.it.Close()}
+	for _, gi := range r.gates {
+		errs = append(errs, gi.Close())
+	}
+	return errors.Join(append(errs, r.objs.Close())...)
 }
 
 // RecvStats returns the receive-side counters; ok is false when the
@@ -181,5 +254,6 @@ func (e *Enforcer) RecvStats() (s RecvStats, ok bool) {
 			*p = v
 		}
 	}
+	s.Runs, s.Skipped = r.runs.Load(), r.skipped.Load()
 	return s, true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,56 @@ func TestRecvYields(t *testing.T) {
 		}
 		return misses
 	})
+}
+
+// The iterator walks the whole TCP hash; the gates skip its run while no
+// socket is in a lane with rLEDBAT, and a background socket brings the
+// runs back.
+func TestRecvGate(t *testing.T) {
+	testutil.RequireRoot(t)
+	tp := newTopo(t, true)
+	l := setupSockets(t, tp, recvConfig)
+	if _, ok := l.e.RecvStats(); !ok {
+		t.Skipf("the receive-window program does not run here: %v", l.e.recvErr)
+	}
+	if l.e.recv.gateErr != nil {
+		t.Skipf("%sbpf sk_storage iterator (%v)", testutil.MissingFeaturePrefix, l.e.recv.gateErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout(30*time.Second))
+	defer cancel()
+	// stats over a window of 3 idle periods.
+	over := func() RecvStats {
+		a, _ := l.e.RecvStats()
+		time.Sleep(3*RecvIdlePeriod + RecvIdlePeriod/2)
+		b, _ := l.e.RecvStats()
+		return RecvStats{Runs: b.Runs - a.Runs, Skipped: b.Skipped - a.Skipped}
+	}
+	if d := over(); d.Runs != 0 || d.Skipped < 2 {
+		t.Errorf("no socket in a lane: %d runs, %d skipped over %v; want none run, each skipped", d.Runs, d.Skipped, 3*RecvIdlePeriod)
+	}
+	// A listening socket made in the background lane's group.
+	srv := command(t, ctx, tp.src, l.cg[lane.Background], "iperf3", "-s", "-B", srcAddr, "-p", "5791")
+	var srvOut strings.Builder
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	defer func() {
+		if t.Failed() {
+			t.Logf("iperf3 -s: %s", srvOut.String())
+		}
+	}()
+	if err := startRT(srv, rtServer); err != nil { // the lane's CPU is idle-class
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	waitListen(t, tp.src, "tcp", 5791)
+	if d := over(); d.Runs < 2 || d.Skipped != 0 {
+		t.Errorf("a socket in the background lane: %d runs, %d skipped; want each run", d.Runs, d.Skipped)
+	}
+	srv.Process.Kill()
+	srv.Wait()
+	time.Sleep(RecvIdlePeriod)
+	if d := over(); d.Runs != 0 || d.Skipped < 2 {
+		t.Errorf("the socket closed: %d runs, %d skipped; want none run again", d.Runs, d.Skipped)
+	}
 }
 
 // TestRecvIterCost measures one run of the receive-side iterator over n

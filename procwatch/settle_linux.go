@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
 	"github.com/lanes-qos/lanes/internal/features"
@@ -34,6 +35,16 @@ var settleProbe = features.Probe{Name: "placement check (BPF)", Fn: probeSettle}
 func ProbeSettle() error { return settleProbe.Result() }
 
 func probeSettle() error {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return features.Missing("kernel BTF", "CONFIG_DEBUG_INFO_BTF (/sys/kernel/btf/vmlinux)", err)
+	}
+	for _, kf := range []string{"bpf_task_from_pid", "bpf_task_release"} {
+		var fn *btf.Func
+		if err := spec.TypeByName(kf, &fn); err != nil {
+			return features.Missing("kfunc "+kf, ">= Linux 6.2", err)
+		}
+	}
 	s, err := load()
 	if err != nil {
 		return err

@@ -61,6 +61,7 @@ var featureConfig = map[string]featureReq{
 	"bpf struct_ops":              {options: []string{"CONFIG_BPF_JIT", "CONFIG_DEBUG_INFO_BTF"}},
 	"psi":                         {options: []string{"CONFIG_PSI"}},
 	"proc connector":              {options: []string{"CONFIG_PROC_EVENTS"}},
+	"bpf procwatch":               {options: []string{"CONFIG_BPF_SYSCALL", "CONFIG_DEBUG_INFO_BTF", "CONFIG_BPF_EVENTS"}},
 	"mptcp":                       {options: []string{"CONFIG_MPTCP"}},
 	"loop":                        {options: []string{"CONFIG_BLK_DEV_LOOP"}},
 	"null_blk":                    {options: []string{"CONFIG_BLK_DEV_NULL_BLK"}},

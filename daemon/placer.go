@@ -21,12 +21,12 @@ import (
 	"github.com/lanes-qos/lanes/procwatch"
 )
 
-// Rules are applied to processes as they exec, in batches: the proc
-// connector publishes proc.exec, proc.exit and proc.overflow on the bus
-// from its receive loop, and the placer's subscription queues them; the
-// placer takes what has queued up, reads each process, matches the rules,
-// and places each lane's share with one enforce.PlaceBatch (a transaction
-// for the records of the whole batch). The queue is bounded: when the
+// Rules are applied to processes as they exec, in batches: procwatch (or
+// the proc connector) publishes proc.exec, proc.exit and proc.overflow on
+// the bus from its reader, and the placer's subscription queues them; the
+// placer takes what has queued up, reads of each process what the event
+// did not carry, matches the rules, and places each lane's share with one
+// enforce.PlaceBatch (one batch note, one transaction for the records). The queue is bounded: when the
 // placer falls that far behind, events are dropped (newest first) and
 // counted (health "placement-drops" in lanes status), and a rescan of
 // /proc places what was missed, as after the kernel's overflow.
@@ -169,6 +169,7 @@ func (d *Daemon) watchProcesses(ctx context.Context) <-chan struct{} {
 		defer func() { <-sourceDone }()
 		defer q.sub.Close()
 		d.runPlacer(ctx, q)
+		d.procWatch.Store(nil)
 		if st != nil {
 			d.engine.SetSettler(nil)
 			st.Close()

@@ -48,8 +48,11 @@ type Engine struct {
 
 	mu  sync.Mutex
 	net Net
-	// settler checks a placement batch for what it left behind (SetSettler).
-	settler Settler
+	// settler checks a placement batch for what it left behind (SetSettler);
+	// settleFails counts its failures, logged once a minute at most.
+	settler      Settler
+	settleFails  int
+	settleLogged time.Time
 
 	// recorded holds (at least) the PIDs with a process record, so that
 	// Forget, called on every exit on the host, looks up the store only

@@ -328,8 +328,20 @@ func (e *Engine) settle(s Settler, ps []Placement, out []Placed) []*Settled {
 			return
 		}
 		got, err := s.Settle(procs)
-		if err != nil || len(got) != len(procs) {
-			e.logf("placement check of %d processes: %v (their threads, children and sockets are listed in /proc)", len(procs), err)
+		if err == nil && len(got) != len(procs) {
+			err = fmt.Errorf("%d answers for %d processes", len(got), len(procs))
+		}
+		if err != nil {
+			e.mu.Lock()
+			e.settleFails++
+			n, logNow := e.settleFails, time.Since(e.settleLogged) >= time.Minute
+			if logNow {
+				e.settleLogged = time.Now()
+			}
+			e.mu.Unlock()
+			if logNow {
+				e.logf("placement check of %d processes: %v (their threads, children and sockets are listed in /proc; %d batches so far)", len(procs), err, n)
+			}
 		} else {
 			for k, i := range idx {
 				res[i] = &got[k]

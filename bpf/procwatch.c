@@ -286,9 +286,14 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(procwatch_exit, struct task_struct *p)
 {
 	struct pw_event *e;
+	__u32 tgid;
 
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0; // other threads of the process live on
+	tgid = BPF_CORE_READ(p, tgid);
+	// (The key on the stack: before 6.2 or so the verifier takes no map
+	// key in ring buffer memory.)
+	bpf_map_delete_elem(&exe_ids, &tgid);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost, 1);
@@ -296,8 +301,7 @@ int BPF_PROG(procwatch_exit, struct task_struct *p)
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->kind = PW_EXIT;
-	e->pid = BPF_CORE_READ(p, tgid);
-	bpf_map_delete_elem(&exe_ids, &e->pid);
+	e->pid = tgid;
 	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
 	e->start_ns = BPF_CORE_READ(p, group_leader, start_boottime);
 	post(e);

@@ -422,5 +422,5 @@ func (w *Watch) detach() error {
 // Mechanism is the `lanes doctor` line of this source while it runs.
 func (w *Watch) Mechanism() features.Mechanism {
 	return features.Mechanism{Resource: "process events", Backend: "BPF tracepoints (sched_process_exec, sched_process_exit) into a ring buffer",
-		Preferred: true, OK: true, Reason: "an exec carries its start time, command, uid and cgroups: the rules read no /proc file but an executable's path"}
+		Preferred: true, OK: true, Reason: "an exec carries its start time, command, uid and cgroups: rules read no /proc file but an executable's path, once a second per file"}
 }

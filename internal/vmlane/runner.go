@@ -161,8 +161,13 @@ func runVM(ctx context.Context, o Options, name string) *KernelRun {
 		return r
 	}
 	q := o.QEMU
-	// The initramfs sits in memory twice while it is unpacked.
-	if need := 384 + int(2*size>>20); need > q.MemMB {
+	// The initramfs sits in memory twice while it is unpacked, and the
+	// rootfs it fills (tmpfs) takes at most half the memory: 384 MB over
+	// twice its size left a 340 MB initramfs's last files unwritten
+	// ("Initramfs unpacking failed: write error": no ip, no tc) once
+	// procwatch's tests joined. Untouched guest memory costs the host
+	// nothing.
+	if need := 768 + int(2*size>>20); need > q.MemMB {
 		q.MemMB = min(need, 4096)
 	}
 	bootAndParse(ctx, o, r, q, k, vmlinux, initrd, size)

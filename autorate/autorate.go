@@ -223,7 +223,20 @@ type Controller struct {
 	// its drain (the link's estimate × Down): once the queue has drained
 	// the rate returns to it rather than climbing from the drained rate
 	// a tick at a time (0: nothing to return to).
-	back     [2]float64
+	back [2]float64
+	// ceil is, per direction, the link's rate the last decrease found
+	// (0: none): a rise near it creeps (creep is the factor's excess at
+	// the last tick there), so that the shaper finds the link again
+	// without the overshoot that a rise of Up a tick builds there.
+	ceil, creep [2]float64
+	// fast: the direction passed its ceiling with no queue (the link got
+	// faster): it rises by twice Up's step while no queue shows.
+	fast [2]bool
+	// clean is, per direction, its rate at the last loaded tick whose
+	// latest sample showed no queue (within quietShare of the
+	// threshold): a decrease takes it as the ceiling, the rate the queue
+	// began above.
+	clean    [2]float64
 	lastTick time.Time
 	stale    bool
 	flow     flowState  // the delivery law's (Flows)
@@ -343,6 +356,51 @@ func (t *track) bloated(cfg Config) bool {
 	return n >= cfg.Detect
 }
 
+// refineBack corrects, while the queue a decrease found drains, the rate
+// the decrease aims to return to: a queue served at the link's rate c and
+// fed at rate shrinks its delay by (c − rate)/c each second, so the
+// delay's slope since the decrease gives c better than the growth the
+// decrease saw (a sudden drop of the link is seen late and estimated
+// high, and the return would queue again), and the ceiling with it.
+func (c *Controller) refineBack(dir Dir, t *track, rate float64) {
+	var first *sample
+	for i := range t.window {
+		if !t.window[i].at.Before(c.lastDown[dir]) {
+			first = &t.window[i]
+			break
+		}
+	}
+	if first == nil {
+		return
+	}
+	last := t.window[len(t.window)-1]
+	dt := last.at.Sub(first.at).Seconds()
+	// Both ends at least Threshold over the baseline: a queue, not a
+	// jittery link's noise, which would make the slope anything.
+	floor := t.baseline + c.cfg.Threshold.Seconds()
+	if dt < 0.15 || last.delay <= floor || first.delay <= floor {
+		return // too short, or the queue (nearly) emptied in between
+	}
+	slope := (last.delay - first.delay) / dt
+	if slope >= 0 || slope <= -1 {
+		return
+	}
+	capacity := rate / (1 + slope)
+	c.back[dir] = capacity * c.cfg.Down
+	c.ceil[dir] = capacity
+}
+
+// drainingSince says whether the latest sample is below the first one
+// taken at or after since (a decrease): the queue shrinks.
+func (t *track) drainingSince(since time.Time) bool {
+	for _, s := range t.window {
+		if !s.at.Before(since) {
+			return t.last < s.delay
+		}
+	}
+	return false
+}
+
 // slope is how fast the delay grew over the window, in seconds per
 // second: a queue fed at rate in and served at c grows its delay by
 // (in − c)/c each second.
@@ -422,7 +480,7 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 			if !c.lastDown[dir].IsZero() && now.Sub(c.lastDown[dir]) < c.cfg.Refractory {
 				break
 			}
-			if !c.lastDown[dir].IsZero() && t.slope() < 0 {
+			if !c.lastDown[dir].IsZero() && (t.slope() < 0 || t.drainingSince(c.lastDown[dir])) {
 				// The queue drains since the last decrease: the rate
 				// is below the link's; cutting again would only
 				// undershoot.
@@ -437,6 +495,12 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 			excess := t.last - t.baseline
 			drain := math.Max(minDrainFactor, 1-excess/c.cfg.Drain.Seconds())
 			next = capacity * c.cfg.Down * drain
+			c.setCeil(dir, capacity)
+			if cl := c.clean[dir]; cl > 0 && cl <= capacity*cleanTrust {
+				// The rate the queue began above, where the link has
+				// kept about the rate it had then.
+				c.ceil[dir] = cl
+			}
 			c.back[dir] = 0
 			if drain < 1 {
 				c.back[dir] = capacity * c.cfg.Down
@@ -453,8 +517,14 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 			}
 			d.Why[dir] = "drained"
 		case load >= c.cfg.HighLoad && fresh:
-			next = rate * c.cfg.Up
+			next = c.rise(dir, rate, c.quiet(t))
 			d.Why[dir] = "load"
+		}
+		if load >= c.cfg.HighLoad && fresh && c.quiet(t) && d.Why[dir] != "bloat" && d.Why[dir] != "drained" && c.back[dir] == 0 && !flowDrain {
+			c.clean[dir] = rate // (not a drain's undershoot)
+		}
+		if c.back[dir] > 0 && d.Why[dir] == "" && next == rate {
+			c.refineBack(dir, t, rate)
 		}
 		r := uint64(math.Round(next))
 		r = min(max(r, c.cfg.Min[dir]), c.cfg.Max[dir])
@@ -468,6 +538,71 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 	d.Rates = c.rates
 	c.load = d.Load
 	return d
+}
+
+// The rise near the ceiling (the rate the queue began above at the last
+// decrease): a rate that would pass ceilNear of it stops there, and from
+// there rises by creepStart a tick, the step growing by creepGrowth a
+// tick up to Up while the probes show no queue (within quietShare of the
+// threshold), and goes back to ceilNear where one begins; a rate
+// ceilClear above the ceiling with no queue forgets it (the link got
+// faster). So the shaper finds a link that kept its rate with a queue of
+// a few milliseconds, where a rise of Up a tick passes it by several
+// percent before the probes see the queue, and finds a link that got
+// faster within what Up alone takes: the step reaches Up's 5 % in 0.4 s,
+// and past the ceiling the rate rises by twice Up's step (10 %) until a
+// queue shows.
+const (
+	ceilNear    = 0.97
+	ceilClear   = 1.1
+	creepStart  = 0.005
+	creepGrowth = 2
+	quietShare  = 0.3
+	// cleanTrust: the last rate without a queue is the ceiling unless it
+	// is this much above the link's rate a decrease estimates (the link
+	// got slower since).
+	cleanTrust = 1.25
+)
+
+// quiet says whether t's latest sample shows no queue.
+func (c *Controller) quiet(t *track) bool {
+	return t.have && t.last-t.baseline <= quietShare*c.cfg.Threshold.Seconds()
+}
+
+// setCeil notes the link's rate a decrease found.
+func (c *Controller) setCeil(dir Dir, capacity float64) {
+	c.ceil[dir], c.creep[dir], c.fast[dir] = capacity, 0, false
+}
+
+// rise is a loaded direction's next rate from rate; quiet: its latest
+// sample shows no queue.
+func (c *Controller) rise(dir Dir, rate float64, quiet bool) float64 {
+	up := rate * c.cfg.Up
+	ceil := c.ceil[dir]
+	switch {
+	case ceil <= 0 && c.fast[dir] && quiet:
+		return rate * (1 + 2*(c.cfg.Up-1))
+	case ceil <= 0:
+		c.fast[dir] = false
+		return up
+	case rate >= ceil*ceilClear && quiet && c.creep[dir] > 0:
+		c.ceil[dir], c.creep[dir], c.fast[dir] = 0, 0, true
+		return rate * (1 + 2*(c.cfg.Up-1))
+	case up <= ceil*ceilNear:
+		return up
+	case rate < ceil*ceilNear*0.999: // (rates are whole bit/s)
+		return ceil * ceilNear
+	case !quiet:
+		// A queue begins: back below the ceiling, where it drains, and
+		// creep afresh once it is gone.
+		c.creep[dir] = 0
+		return math.Min(rate, ceil*ceilNear)
+	case c.creep[dir] == 0:
+		c.creep[dir] = creepStart
+	default:
+		c.creep[dir] = math.Min(c.creep[dir]*creepGrowth, c.cfg.Up-1)
+	}
+	return rate * (1 + c.creep[dir])
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -263,6 +263,7 @@ func (c *Controller) Flows(s FlowSample) Decision {
 		drain := math.Max(minDrainFactor, 1-queue/FlowDrain.Seconds())
 		next = w * c.cfg.Down * drain
 		c.back[dir] = w * c.cfg.Down
+		c.setCeil(dir, w)
 	}
 	f.cut, f.cutAt = true, now
 	c.lastDown[dir] = now

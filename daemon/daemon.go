@@ -37,6 +37,11 @@ type Options struct {
 	// ReserveMechanism is how reservations are enforced: reserve.MechAuto
 	// (""), MechDeadline or MechCFS.
 	ReserveMechanism string
+	// MetricsCount is how a scrape counts the lanes' processes:
+	// MetricsCountAuto ("": in the kernel where it can) or
+	// MetricsCountProcs (from cgroup.procs, the fallback, for
+	// benchmarks that compare the two).
+	MetricsCount string
 	// Logf logs what the daemon does (info); Warnf what went wrong that
 	// it carries on with (warning; Logf when nil).
 	Logf  func(format string, args ...any)
@@ -97,6 +102,11 @@ type Daemon struct {
 	metrics     *metrics.Set
 	metricsSrv  *metrics.Server
 	metricFiles map[string]*cgroup.StatFiles
+	// procCount counts the lanes' processes for a scrape in the kernel
+	// (loaded at the first scrape; nil where it cannot be, procCountErr
+	// saying why, and cgroup.procs is read instead).
+	procCount    *procwatch.Counter
+	procCountErr error
 
 	mu        sync.Mutex
 	cfg       *lane.Config

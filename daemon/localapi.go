@@ -445,6 +445,9 @@ func (d *Daemon) mechanisms() []api.Mechanism {
 		m = append(m, wireMechanisms([]features.Mechanism{rm})...)
 	}
 	d.applyMu.Lock()
+	if pc := d.procCountMechanism(); pc != nil && d.metricsSrv != nil {
+		m = append(m, *pc)
+	}
 	switch {
 	case d.net == nil:
 		m = append(m, api.Mechanism{Resource: "network", Backend: "off", OK: true,

@@ -26,6 +26,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.Socket, "socket", "", "local API socket (default: the config's daemon.socket, "+paths.Socket+")")
 	fs.StringVar(&opts.StateDir, "state-dir", "", "state directory (default: the config's daemon.state_dir, "+paths.StateDir+")")
 	fs.StringVar(&opts.ReserveMechanism, "reserve-mechanism", reserve.MechAuto, "how cpu.reserve is enforced: auto (SCHED_DEADLINE where the kernel enforces it with HRTICK_DL, else CFS bandwidth), deadline, or cfs")
+	fs.StringVar(&opts.MetricsCount, "metrics-count", MetricsCountAuto, "how a metrics scrape counts each lane's processes: auto (in the kernel by a BPF program where it loads, else cgroup.procs) or cgroup.procs")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until lanesd stops")
 	version := fs.Bool("version", false, "print lanesd's version and exit")
 	logLevel := fs.String("log-level", "info", "least severe messages logged: debug, info, warn or error")
@@ -69,6 +70,10 @@ Flags:
 	}
 	if _, _, err := reserve.Choose(opts.ReserveMechanism, reserve.Facts{}); err != nil {
 		fmt.Fprintf(stderr, "lanesd: --reserve-mechanism: %v\n", err)
+		return 2
+	}
+	if opts.MetricsCount != MetricsCountAuto && opts.MetricsCount != MetricsCountProcs {
+		fmt.Fprintf(stderr, "lanesd: --metrics-count: %q is neither %s nor %s\n", opts.MetricsCount, MetricsCountAuto, MetricsCountProcs)
 		return 2
 	}
 	f, _ := stderr.(*os.File)

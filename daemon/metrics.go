@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"errors"
+	"io/fs"
+	"syscall"
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/idletime"
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/metrics"
+	"github.com/lanes-qos/lanes/procwatch"
 )
 
 // The Prometheus endpoint ([daemon] metrics): the Set lives as long as
@@ -37,6 +41,32 @@ func (d *Daemon) applyMetrics(addr string) {
 	}
 	d.metricsSrv = srv
 	d.logf("metrics at %s/metrics", addr)
+	d.loadProcCount()
+}
+
+// The values of Options.MetricsCount (lanesd --metrics-count).
+const (
+	MetricsCountAuto  = "auto"
+	MetricsCountProcs = "cgroup.procs"
+)
+
+// errProcsAsked is why the lanes' processes are counted from cgroup.procs
+// when lanesd was told to.
+var errProcsAsked = errors.New("lanesd --metrics-count=cgroup.procs")
+
+// loadProcCount loads the kernel's count of the lanes' processes for the
+// scrapes, once (procCountErr says why not). Called with applyMu held.
+func (d *Daemon) loadProcCount() {
+	if d.procCount != nil || d.procCountErr != nil {
+		return
+	}
+	if d.opts.MetricsCount == MetricsCountProcs {
+		d.procCountErr = errProcsAsked
+		return
+	}
+	if d.procCount, d.procCountErr = procwatch.NewCounter(); d.procCountErr != nil {
+		d.logf("metrics: the lanes' processes are counted from cgroup.procs: %v", d.procCountErr)
+	}
 }
 
 // closeMetricFiles closes the descriptors the scrapes keep open.
@@ -56,6 +86,69 @@ func (d *Daemon) stopMetrics() {
 		d.metricsSrv.Close()
 		d.metricsSrv = nil
 	}
+	if d.procCount != nil {
+		d.procCount.Close()
+		d.procCount = nil
+	}
+}
+
+// laneProcesses counts each group's processes for a scrape: in the
+// kernel with one run of procwatch's Counter for every lane with a v2
+// group, else (no Counter here, a v1-only group, a scope gone) from the
+// group's cgroup.procs. A count that fails is -1 (not reported). Called
+// with applyMu held.
+func (d *Daemon) laneProcesses(files []*cgroup.StatFiles) []int {
+	out := make([]int, len(files))
+	for i := range out {
+		out[i] = -1
+	}
+	d.loadProcCount()
+	if d.procCount != nil {
+		var ids []uint64
+		var at []int
+		for i, sf := range files {
+			if id, err := sf.ProcsDirID(); err == nil && len(ids) < procwatch.MaxCount {
+				ids, at = append(ids, id), append(at, i)
+			}
+		}
+		if len(ids) > 0 {
+			n, err := d.procCount.Count(ids)
+			if err != nil && d.opts.Debugf != nil {
+				d.opts.Debugf("metrics: %v (cgroup.procs read instead)", err)
+			}
+			for k := range n {
+				if n[k] < 0 {
+					files[at[k]].ForgetProcsDirID() // its group is gone: found again next time
+					continue
+				}
+				out[at[k]] = n[k]
+			}
+		}
+	}
+	for i, sf := range files {
+		if out[i] >= 0 {
+			continue
+		}
+		if n, err := sf.CountProcs(); err == nil {
+			out[i] = n
+		}
+	}
+	return out
+}
+
+// procCountMechanism is how a scrape counts the lanes' processes, for
+// lanes status and doctor (nil while no metrics are served). Called
+// with applyMu held.
+func (d *Daemon) procCountMechanism() *api.Mechanism {
+	switch {
+	case d.procCount != nil:
+		return &api.Mechanism{Resource: "metrics: processes per lane", Backend: "BPF syscall program (css task iterator), once a scrape", OK: true, Preferred: true,
+			Reason: "each lane's processes counted in the kernel, without listing cgroup.procs"}
+	case d.procCountErr != nil:
+		return &api.Mechanism{Resource: "metrics: processes per lane", Backend: "cgroup.procs read per lane", OK: true,
+			Reason: d.procCountErr.Error()}
+	}
+	return nil
 }
 
 // metricsSnapshot reads what a scrape reports: every lane's counters from
@@ -71,21 +164,40 @@ func (d *Daemon) metricsSnapshot() metrics.Snapshot {
 		d.metricFiles = map[string]*cgroup.StatFiles{}
 	}
 	stats := d.netStats()
+	var (
+		names []string
+		files []*cgroup.StatFiles
+	)
 	for _, name := range cfg.Order {
-		g := d.engine.Group(name)
-		if !g.Exists() {
-			continue
-		}
+		// A lane's group is looked for once; after that, its open files
+		// say when it is gone (their reads fail).
 		sf := d.metricFiles[name]
 		if sf == nil {
+			g := d.engine.Group(name)
+			if !g.Exists() {
+				continue
+			}
 			sf = g.StatFiles()
 			d.metricFiles[name] = sf
 		}
+		names, files = append(names, name), append(files, sf)
+	}
+	procs := d.laneProcesses(files)
+	for i, name := range names {
+		g, sf := d.engine.Group(name), files[i]
 		ml := metrics.Lane{Name: name}
-		if n, err := sf.CountProcs(); err == nil {
-			ml.Processes = n
+		if procs[i] >= 0 {
+			ml.Processes = procs[i]
 		}
-		if st, err := sf.CPUStat(); err == nil {
+		st, err := sf.CPUStat()
+		if errors.Is(err, syscall.ENODEV) || errors.Is(err, fs.ErrNotExist) {
+			// The group was removed under lanesd: no lane to report
+			// until it is there again.
+			sf.Close()
+			delete(d.metricFiles, name)
+			continue
+		}
+		if err == nil {
 			ml.CPUUsage, ml.HaveCPUUsage = time.Duration(st.UsageUsec)*time.Microsecond, st.HaveUsage
 			if st.HaveThrottle {
 				ml.CPUPeriods, ml.CPUThrottledPeriods = st.NrPeriods, st.NrThrottled

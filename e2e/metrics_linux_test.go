@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/internal/cgroup"
+	"github.com/lanes-qos/lanes/procwatch"
 )
 
 // scraper reads lanesd's metrics endpoint at addr ("host:port" or
@@ -71,7 +74,7 @@ func TestMetrics(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "metrics.sock")
 	cfg := func(metrics string) string {
-		return "[daemon]\nmetrics = \"" + metrics + "\"\n\n[lanes.capped]\nunprivileged = false\ncpu = { cap = 20 }\n"
+		return "[daemon]\nmetrics = \"" + metrics + "\"\n\n[lanes.capped]\nunprivileged = false\ncpu = { cap = 20 }\n\n[lanes.spare]\n"
 	}
 	e := newEnv(t, cfg("unix:"+sock))
 	user := testUser(t)
@@ -114,6 +117,62 @@ func TestMetrics(t *testing.T) {
 		if v, ok := metricValue(first, x.series); !ok || v != x.want {
 			t.Errorf("%s = %v (present %v), want %v", x.series, v, ok, x.want)
 		}
+	}
+	// The processes are counted in the kernel where the BPF count loads,
+	// and status says how; a lane with none counts 0, one with a few
+	// counts each once (a shell and its two children).
+	var st api.Status
+	e.lanesJSON(&st, "status")
+	by := ""
+	for _, m := range st.Mechanisms {
+		if m.Resource == "metrics: processes per lane" {
+			by = m.Backend
+		}
+	}
+	if want := procwatch.ProbeCount() == nil; by == "" || strings.Contains(by, "BPF") != want {
+		t.Errorf("status says the processes are counted by %q; BPF count loads here: %v", by, want)
+	}
+	var few []*exec.Cmd
+	args := []string{"move"}
+	for range 3 {
+		c := spawn(t, nil, "sleep", "60")
+		few, args = append(few, c), append(args, strconv.Itoa(c.Process.Pid))
+	}
+	if r := e.lanes(append(args, "spare")...); r.code != 0 {
+		t.Fatalf("move: %d %s", r.code, r.stderr)
+	}
+	if v, ok := metricValue(first, `lanes_lane_processes{lane="spare"}`); !ok || v != 0 {
+		t.Errorf("an empty lane's processes: %v (present %v), want 0", v, ok)
+	}
+	if b, err := sc.scrape(); err != nil {
+		t.Fatal(err)
+	} else if v, _ := metricValue(b, `lanes_lane_processes{lane="spare"}`); v != 3 {
+		t.Errorf("a lane with three processes: %v", v)
+	}
+	// A lane whose group is removed under lanesd is no longer reported,
+	// and the scrape still answers.
+	for _, c := range few {
+		c.Process.Kill()
+		c.Wait()
+	}
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the spare lane's group removed", func() bool {
+		for _, d := range h.LaneGroup("spare").Dirs() {
+			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
+				return false
+			}
+		}
+		return true
+	})
+	after, err := sc.scrape()
+	if err != nil {
+		t.Fatalf("a scrape after a lane's group was removed: %v", err)
+	}
+	if v, ok := metricValue(after, `lanes_lane_processes{lane="spare"}`); ok {
+		t.Errorf("a removed group's lane still reported: %v processes", v)
 	}
 	time.Sleep(time.Second)
 	second, err := sc.scrape()

@@ -1,5 +1,5 @@
-// Package procwatch is lanesd's BPF source of process events and its
-// check of what a placement left behind.
+// Package procwatch is lanesd's BPF source of process events, its check
+// of what a placement left behind, and its count of a group's processes.
 //
 // Watch (bpf/procwatch.c) publishes the exec and exit of every process,
 // and the fork of new processes while someone reads them, on the event
@@ -17,6 +17,11 @@
 // into a lane, their thread counts, their children left in other groups
 // and whether they hold sockets: one system call for the batch instead of
 // three /proc listings per process.
+//
+// Counter (bpf/proccount.c) counts the processes of cgroup v2 groups in
+// the kernel for lanesd's metrics: one run of a BPF syscall program walks
+// each group's processes with the css task iterator, where reading
+// cgroup.procs would format every PID as text to be counted.
 //
 // Only the daemon imports it (it loads BPF); lanesd falls back to the
 // proc connector (package monitor) and /proc where it cannot load.

@@ -83,3 +83,25 @@ func (s *Settler) Settle(procs []Proc) ([]Settled, error) { return nil, ProbeSet
 
 // Close does nothing outside Linux.
 func (s *Settler) Close() error { return nil }
+
+// MaxCount is how many groups one process count takes.
+const MaxCount = 64
+
+// ProbeCount reports that the process count needs Linux.
+func ProbeCount() error {
+	return features.Missing("process count (BPF)", "Linux (BPF syscall programs)", nil)
+}
+
+// Counter cannot run outside Linux.
+type Counter struct{}
+
+// NewCounter is not supported outside Linux.
+func NewCounter() (*Counter, error) {
+	return nil, fmt.Errorf("process count (BPF): %w", ProbeCount())
+}
+
+// Count is not supported outside Linux.
+func (c *Counter) Count(ids []uint64) ([]int, error) { return nil, ProbeCount() }
+
+// Close does nothing outside Linux.
+func (c *Counter) Close() error { return nil }

@@ -3,11 +3,11 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // StatFiles reads a group's counter files (CPUStat, IOStat) through file
@@ -22,6 +22,7 @@ type StatFiles struct {
 	files   map[string]*os.File
 	missing map[string]bool
 	buf     []byte
+	procsID uint64 // ProcsDirID's, 0 until asked
 }
 
 // StatFiles returns a reader of g's counter files.
@@ -64,6 +65,35 @@ func (s *StatFiles) CountProcs() (int, error) {
 	}
 	return strings.Count(text, "\n") + 1, nil
 }
+
+// ProcsDirID is the cgroup v2 id (the directory's inode) of the group
+// whose processes CountProcs counts, for a count made in the kernel
+// (package procwatch's Counter); an error where that group is a v1 one
+// (no v2 id) or does not exist. The id is kept until ForgetProcsDirID.
+func (s *StatFiles) ProcsDirID() (uint64, error) {
+	if s.procsID != 0 {
+		return s.procsID, nil
+	}
+	var dir string
+	switch {
+	case s.g.members != "":
+		dir = s.g.members // the scope, in v2
+	case s.g.v2 != "":
+		dir = s.g.v2
+	default:
+		return 0, fmt.Errorf("group %s: no cgroup v2 group", s.g.name)
+	}
+	id, err := dirIno(dir)
+	if err != nil {
+		return 0, err
+	}
+	s.procsID = id
+	return id, nil
+}
+
+// ForgetProcsDirID drops the id ProcsDirID keeps: its group is gone (a
+// scope ended) and may be made again under another.
+func (s *StatFiles) ForgetProcsDirID() { s.procsID = 0 }
 
 // Close closes the files.
 func (s *StatFiles) Close() error {
@@ -108,19 +138,50 @@ func (s *StatFiles) read(ctrl, file string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A counter file's text is one seq_file record, which a read at
+	// offset 0 copies whole when it fits: one pread, where ReadAt makes a
+	// second to see the end. cgroup.procs is a record per process, and a
+	// read stops at the first that does not fit: it is read to the end.
+	whole := file != "cgroup.procs"
 	n := 0
 	for {
-		m, err := f.ReadAt(s.buf[n:], int64(n))
+		m, err := preadAt(f, s.buf[n:], int64(n))
 		n += m
-		if err == io.EOF || (err == nil && n < len(s.buf)) {
-			break
-		}
 		if err != nil {
 			f.Close()
 			delete(s.files, ctrl+"/"+file)
 			return "", fmt.Errorf("read %s: %w", f.Name(), err)
 		}
-		s.buf = append(s.buf, make([]byte, len(s.buf))...) // full: read on into a larger buffer
+		if m == 0 || (whole && n < len(s.buf)) {
+			break
+		}
+		if n == len(s.buf) {
+			if whole {
+				n = 0 // a larger buffer, and the record read again whole
+			}
+			s.buf = append(s.buf, make([]byte, len(s.buf))...)
+		}
 	}
 	return strings.TrimRight(string(s.buf[:n]), "\n"), nil
+}
+
+// preadAt is one pread(2): unlike File.ReadAt it does not read on to
+// fill b.
+func preadAt(f *os.File, b []byte, off int64) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, rerr = syscall.Pread(int(fd), b, off)
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	if rerr != nil {
+		return 0, rerr
+	}
+	return n, nil
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/lanes-qos/lanes/internal/buildinfo"
 	"github.com/lanes-qos/lanes/internal/logging"
@@ -76,12 +78,16 @@ Flags:
 		fmt.Fprintf(stderr, "lanesd: --metrics-count: %q is neither %s nor %s\n", opts.MetricsCount, MetricsCountAuto, MetricsCountProcs)
 		return 2
 	}
+	gc := tuneGC()
 	f, _ := stderr.(*os.File)
 	logger := logging.New(stderr, level, f != nil && logging.ToJournal(f))
 	opts.Logf = logging.Printf(logger, slog.LevelInfo)
 	opts.Warnf = logging.Printf(logger, slog.LevelWarn)
 	if level <= slog.LevelDebug {
 		opts.Debugf = logging.Printf(logger, slog.LevelDebug)
+	}
+	if gc != "" {
+		opts.Logf("garbage collector: %s", gc)
 	}
 	fail := logging.Printf(logger, slog.LevelError)
 	if *cpuprofile != "" {
@@ -107,4 +113,35 @@ Flags:
 		return 1
 	}
 	return 0
+}
+
+// The garbage collector's settings lanesd takes where its environment
+// sets none: a collection when the heap has grown by four times what was
+// live (GOGC=400, not Go's 100), within a soft limit of 256 MiB. lanesd's
+// live heap is a few MB, so Go's default collected every few MB of
+// allocation: a metrics scrape's garbage (about 150 KB) brought a
+// collection every twenty scrapes, and a fifth of a scrape's CPU went to
+// it (docs/BENCHMARKS.md, "Metrics: the cost of a scrape"). The limit
+// keeps the heap bounded if what is live grows large.
+const (
+	gcPercent   = 400
+	gcSoftLimit = 256 << 20
+)
+
+// tuneGC applies gcPercent and gcSoftLimit where GOGC and GOMEMLIMIT are
+// not set, and says what it set ("" for nothing).
+func tuneGC() string {
+	var set []string
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+		set = append(set, fmt.Sprintf("GOGC=%d", gcPercent))
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(gcSoftLimit)
+		set = append(set, fmt.Sprintf("GOMEMLIMIT=%dMiB", gcSoftLimit>>20))
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return strings.Join(set, ", ") + " (lanesd's defaults; the environment's GOGC and GOMEMLIMIT win)"
 }

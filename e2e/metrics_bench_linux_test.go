@@ -42,8 +42,9 @@ func procCPU(t *testing.T, pid int) time.Duration {
 // an idle window of the same length (side by side, in one run), per
 // scrape, and the scrape's latency as the client sees it; with the lanes'
 // processes counted in the kernel (lanesd --metrics-count=auto, where the
-// BPF count loads) and from cgroup.procs, alternately, the same processes
-// in each. A benchmark, not a test:
+// BPF count loads), from cgroup.procs, and in the kernel with Go's own
+// garbage collector settings (GOGC=100, no memory limit) instead of
+// lanesd's, alternately, the same processes in each. A benchmark, not a test:
 //
 //	LANES_BENCH_METRICS=1 go test ./e2e -run TestMetricsScrapeCost -v
 //
@@ -63,15 +64,18 @@ func TestMetricsScrapeCost(t *testing.T) {
 	}
 	type arm struct {
 		count string
+		env   []string // lanesd's environment
 		per   []time.Duration
 	}
-	arms := []*arm{{count: "auto"}, {count: "cgroup.procs"}}
+	arms := []*arm{{count: "auto"}, {count: "cgroup.procs"},
+		// Go's own collector settings, not lanesd's (daemon.tuneGC).
+		{count: "auto", env: []string{"GOGC=100", "GOMEMLIMIT=off"}}}
 	t.Logf("%d processes in 3 lanes, %d scrapes a run", nProcs, nScrapes)
-	t.Logf("| --metrics-count | count by | lanesd CPU while scraping | idle, same wall time | per scrape | scrape p50 | p99 |")
-	t.Logf("|---|---|---|---|---|---|---|")
+	t.Logf("| --metrics-count | environment | count by | lanesd CPU while scraping | idle, same wall time | per scrape | scrape p50 | p99 | lanesd peak RSS |")
+	t.Logf("|---|---|---|---|---|---|---|---|---|")
 	for range rounds {
 		for _, a := range arms {
-			per, row := scrapeCost(t, a.count, pids, nScrapes)
+			per, row := scrapeCost(t, a.count, a.env, pids, nScrapes)
 			a.per = append(a.per, per)
 			t.Logf("%s", row)
 		}
@@ -81,9 +85,10 @@ func TestMetricsScrapeCost(t *testing.T) {
 		slices.Sort(d)
 		return d[len(d)/2]
 	}
-	auto, procs := med(arms[0].per), med(arms[1].per)
-	t.Logf("median per scrape: auto %v, cgroup.procs %v: ratio %.2f", auto.Round(time.Microsecond), procs.Round(time.Microsecond),
-		float64(auto)/float64(max(procs, time.Microsecond)))
+	auto, procs, gogc := med(arms[0].per), med(arms[1].per), med(arms[2].per)
+	t.Logf("median per scrape: auto %v, cgroup.procs %v (ratio %.2f), auto with Go's GC defaults %v (ratio %.2f)",
+		auto.Round(time.Microsecond), procs.Round(time.Microsecond), float64(auto)/float64(max(procs, time.Microsecond)),
+		gogc.Round(time.Microsecond), float64(auto)/float64(max(gogc, time.Microsecond)))
 	for _, p := range arms[0].per {
 		if p > time.Millisecond {
 			t.Errorf("a scrape costs lanesd %v of CPU with %d processes, want under 1 ms", p, nProcs)
@@ -95,11 +100,12 @@ func TestMetricsScrapeCost(t *testing.T) {
 // three lanes, scrapes nScrapes times and returns lanesd's CPU time per
 // scrape and the table row of the run; lanesd is stopped after (the
 // processes go back where they were).
-func scrapeCost(t *testing.T, count string, pids []string, nScrapes int) (time.Duration, string) {
+func scrapeCost(t *testing.T, count string, env, pids []string, nScrapes int) (time.Duration, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "metrics.sock")
 	e := newEnv(t, "[daemon]\nmetrics = \"unix:"+sock+"\"\n[lanes.capped]\ncpu = { cap = 50 }\n")
-	e.startWith(append([]string{e.bin, "--metrics-count", count}, strings.Fields(os.Getenv("LANES_BENCH_LANESD_ARGS_"+strings.ReplaceAll(count, ".", "_")))...))
+	e.env = append(e.env, env...)
+	e.startWith([]string{e.bin, "--metrics-count", count})
 	defer e.stop()
 	sc := newScraper("unix:" + sock)
 	lanesOf := []string{"background", "normal", "capped"}
@@ -153,8 +159,20 @@ func scrapeCost(t *testing.T, count string, pids []string, nScrapes int) (time.D
 	busy, idle := c1-c0, c2-c1
 	per := (busy - idle) / time.Duration(nScrapes)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return per, fmt.Sprintf("| %s | %s | %v | %v | %v | %v | %v |", count, by, busy.Round(time.Microsecond), idle.Round(time.Microsecond),
-		per.Round(time.Microsecond), lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond))
+	rss := "?"
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				rss = strings.TrimSpace(v)
+			}
+		}
+	}
+	envs := strings.Join(env, " ")
+	if envs == "" {
+		envs = "lanesd's GC settings"
+	}
+	return per, fmt.Sprintf("| %s | %s | %s | %v | %v | %v | %v | %v | %s |", count, envs, by, busy.Round(time.Microsecond), idle.Round(time.Microsecond),
+		per.Round(time.Microsecond), lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond), rss)
 }
 
 func envOr(k, def string) string {

@@ -118,9 +118,35 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", x.series, v, ok, x.want)
 		}
 	}
+	time.Sleep(time.Second)
+	second, err := sc.scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rising := []string{`lanes_lane_cpu_usage_seconds_total{lane="capped"}`, `lanes_lane_cpu_cfs_throttled_periods_total{lane="capped"}`,
+		`lanes_lane_cpu_cfs_throttled_seconds_total{lane="capped"}`}
+	if _, err := os.Stat("/proc/pressure/cpu"); err == nil {
+		rising = append(rising, `lanes_lane_pressure_cpu_waiting_seconds_total{lane="capped"}`)
+	}
+	for _, series := range rising {
+		a, ok1 := metricValue(first, series)
+		b, ok2 := metricValue(second, series)
+		if !ok1 || !ok2 || b <= a {
+			t.Errorf("%s: %v then %v (present %v, %v): want a rise", series, a, b, ok1, ok2)
+		}
+	}
+	// A spinner capped at 20 % of the host's CPUs uses at most 0.2 s per
+	// CPU a second (a loose check: what matters is that the counter is
+	// the group's, in seconds, not microseconds or a whole CPU's).
+	a, _ := metricValue(first, rising[0])
+	b, _ := metricValue(second, rising[0])
+	if d, most := b-a, 0.2*float64(numCPU(t))*1.5+0.1; d > most {
+		t.Errorf("capped lane used %.2f s of CPU in about a second, want at most %.2f (a unit error?)", d, most)
+	}
+
 	// The processes are counted in the kernel where the BPF count loads,
 	// and status says how; a lane with none counts 0, one with a few
-	// counts each once (a shell and its two children).
+	// counts each of them.
 	var st api.Status
 	e.lanesJSON(&st, "status")
 	by := ""
@@ -174,32 +200,6 @@ func TestMetrics(t *testing.T) {
 	if v, ok := metricValue(after, `lanes_lane_processes{lane="spare"}`); ok {
 		t.Errorf("a removed group's lane still reported: %v processes", v)
 	}
-	time.Sleep(time.Second)
-	second, err := sc.scrape()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rising := []string{`lanes_lane_cpu_usage_seconds_total{lane="capped"}`, `lanes_lane_cpu_cfs_throttled_periods_total{lane="capped"}`,
-		`lanes_lane_cpu_cfs_throttled_seconds_total{lane="capped"}`}
-	if _, err := os.Stat("/proc/pressure/cpu"); err == nil {
-		rising = append(rising, `lanes_lane_pressure_cpu_waiting_seconds_total{lane="capped"}`)
-	}
-	for _, series := range rising {
-		a, ok1 := metricValue(first, series)
-		b, ok2 := metricValue(second, series)
-		if !ok1 || !ok2 || b <= a {
-			t.Errorf("%s: %v then %v (present %v, %v): want a rise", series, a, b, ok1, ok2)
-		}
-	}
-	// A spinner capped at 20 % of the host's CPUs uses at most 0.2 s per
-	// CPU a second (a loose check: what matters is that the counter is
-	// the group's, in seconds, not microseconds or a whole CPU's).
-	a, _ := metricValue(first, rising[0])
-	b, _ := metricValue(second, rising[0])
-	if d, most := b-a, 0.2*float64(numCPU(t))*1.5+0.1; d > most {
-		t.Errorf("capped lane used %.2f s of CPU in about a second, want at most %.2f (a unit error?)", d, most)
-	}
-
 	// A reload with no metrics stops the endpoint; one with a TCP address
 	// starts it there.
 	e.writeConfig(cfg(""))

@@ -263,6 +263,7 @@ func (c *Controller) Sample(now time.Time, rtt time.Duration) {
 	}
 	for i := range c.delay {
 		c.delay[i].add(c.cfg, now, rtt.Seconds(), false, math.Inf(1), i == int(Egress) && c.crossedDrained(now, rtt))
+		c.delay[i].lastSent = now.Add(-rtt)
 	}
 }
 
@@ -303,6 +304,7 @@ func (c *Controller) SampleOneWay(now time.Time, up, down, rtt time.Duration) {
 	most := math.Max(c.rtt.last-c.rtt.baseline, 0) + c.cfg.Severe.Seconds()
 	u.add(c.cfg, now, up.Seconds(), true, most, c.crossedDrained(now, rtt))
 	d.add(c.cfg, now, down.Seconds(), true, most, false)
+	u.lastSent, d.lastSent = now.Add(-rtt), now.Add(-rtt)
 }
 
 // track is one direction's delay signal.
@@ -312,6 +314,10 @@ type track struct {
 	baseline float64 // seconds
 	last     float64 // the last sample, seconds
 	lastAt   time.Time
+	// lastSent is when the last sample's probe was sent (lastAt less its
+	// round trip): a probe sent before a decrease crossed the link
+	// before the decrease, and cannot say its queue drained.
+	lastSent time.Time
 	window   []sample // the last samples, oldest first
 }
 
@@ -455,6 +461,12 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 		// A rise needs a sample since the last tick: without one the
 		// controller cannot tell whether the higher rate would queue.
 		fresh := t.lastAt.After(last)
+		// A fresh probe near the baseline, sent after the last decrease:
+		// the queue that decrease was for is gone (one sent before it
+		// crossed the link before the queue built, as a delivery cut's
+		// probes do: that cut comes before any probe sees the queue).
+		clear := fresh && !d.Bloated[dir] && t.last-t.baseline <= c.cfg.Threshold.Seconds() &&
+			(c.lastDown[dir].IsZero() || t.lastSent.After(c.lastDown[dir]))
 		rate := float64(c.rates[dir])
 		achieved := rate
 		if dt > 0 {
@@ -471,7 +483,7 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 		// until that drains, neither cut again nor rise.
 		flowDrain := dir == Egress && c.flow.draining(now)
 		switch {
-		case flowDrain && !(c.back[dir] > 0 && !d.Bloated[dir] && fresh && t.last-t.baseline <= c.cfg.Threshold.Seconds()):
+		case flowDrain && !(c.back[dir] > 0 && clear):
 			// (A probe answered since the last tick near the baseline
 			// says the queue is gone, or after an outage that the link
 			// is back, though its connections may wait out their
@@ -507,7 +519,7 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 			}
 			c.lastDown[dir] = now
 			d.Why[dir] = "bloat"
-		case c.back[dir] > 0 && !d.Bloated[dir] && fresh && t.last-t.baseline <= c.cfg.Threshold.Seconds():
+		case c.back[dir] > 0 && clear:
 			// The queue the decrease found has drained: the undershoot
 			// that drained it is over.
 			next = math.Max(rate, c.back[dir])

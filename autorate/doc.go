@@ -44,9 +44,11 @@
 //     the delay's slope (a queue fed at s and served at c grows its
 //     delay by (s − c)/c each second), by the factor Down and by as much
 //     again as drains the standing queue within Drain (at most to a
-//     quarter), never below Min. Once a fresh sample is back within
-//     Threshold of the baseline, the rate returns to the estimate × Down
-//     (the drain is over) rather than climbing back from below it. A
+//     quarter), never below Min. Once a fresh sample, from a probe sent
+//     after the decrease, is back within Threshold of the baseline, the
+//     rate returns to the estimate × Down (the drain is over) rather
+//     than climbing back from below it (a probe sent before crossed the
+//     link before the queue, as those in flight at a delivery cut did). A
 //     direction carrying less keeps its rate: its traffic did not fill
 //     the queue (with round trips alone the two directions' delays are
 //     one, and this is all that tells them apart).

@@ -125,6 +125,31 @@ func TestFlows(t *testing.T) {
 				t.Fatalf("after the probes saw the queue drain: %+v, want \"drained\" to 4.5 Mbit/s", d)
 			}
 		}},
+		{"a probe sent before the delivery cut, answered near the base: the drain goes on", roundTrips, func(t *testing.T, l *flowLink) {
+			// On the testbed's step under BBR (2026-11-28), a probe sent
+			// just before the fall came back near the base 36 ms after
+			// the cut, and the tick took it for the queue gone: the rate
+			// went back to 0.9 of the link with 200 ms of queue standing.
+			l.deliver(20, 20*mbit, flight, true)
+			d := l.deliver(2, 5*mbit, flight, true)
+			if d.Why[Egress] != "delivery" {
+				t.Fatalf("no delivery cut: %+v", d)
+			}
+			cut := d.Rates[Egress]
+			// Answered now after 20 ms: sent 20 ms ago, before the cut.
+			l.now = l.now.Add(10 * time.Millisecond)
+			l.c.Sample(l.now, 20*time.Millisecond)
+			if d := l.c.Tick(l.now, [2]uint64{uint64(float64(cut) * 0.1)}); d.Changed[Egress] {
+				t.Fatalf("a probe sent before the cut ended its drain: %+v", d)
+			}
+			// One sent after the cut, near the base: the queue is gone.
+			l.now = l.now.Add(30 * time.Millisecond)
+			l.c.Sample(l.now, 20*time.Millisecond)
+			d = l.c.Tick(l.now, [2]uint64{uint64(float64(cut) * 0.3)})
+			if d.Why[Egress] != "drained" || !near(d.Rates[Egress], 4.5*mbit) {
+				t.Fatalf("a probe sent after the cut, near the base: %+v, want \"drained\" to 4.5 Mbit/s", d)
+			}
+		}},
 		{"probes that crossed the queue before the delivery law saw it gone: no cut", roundTrips, func(t *testing.T, l *flowLink) {
 			l.deliver(20, 20*mbit, flight, true)
 			l.deliver(2, 5*mbit, flight, true)

@@ -31,6 +31,10 @@ func (d *Daemon) applyMetrics(addr string) {
 	}
 	d.setHealth("metrics", "")
 	if addr == "" {
+		if d.procCount != nil { // loaded again if metrics come back
+			d.procCount.Close()
+			d.procCount, d.procCountErr = nil, nil
+		}
 		return
 	}
 	srv, err := metrics.Serve(addr, d.metrics.Handler(d.logf), d.logf)

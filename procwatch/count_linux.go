@@ -2,12 +2,9 @@ package procwatch
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
@@ -51,13 +48,7 @@ func probeCount() error {
 // Counter counts the processes of cgroup v2 groups in the kernel
 // (bpf/proccount.c): the walk that listing a group's cgroup.procs makes,
 // without formatting every PID as text to count lines of.
-type Counter struct {
-	mu   sync.Mutex
-	coll *ebpf.Collection
-	prog *ebpf.Program
-	io   *ebpf.Memory // the program's global `io` (struct count_ctx)
-	buf  []byte
-}
+type Counter struct{ *syscallProg }
 
 // The layout of struct count_ctx (bpf/proccount.c), checked against the
 // generated type.
@@ -88,32 +79,12 @@ func loadCount() (*Counter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the process count: %w", err)
 	}
-	coll, err := ebpf.NewCollection(spec)
+	p, err := loadSyscallProg("the process count", spec, "proccount", int(unsafe.Sizeof(lanesbpf.ProccountCountCtx{})),
+		"sleepable BPF syscall program with the css task iterator", ">= Linux 6.7")
 	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return nil, features.Missing("sleepable BPF syscall program with the css task iterator", ">= Linux 6.7", err)
-		}
-		return nil, fmt.Errorf("load the process count: %w", err)
+		return nil, err
 	}
-	bss, prog := coll.Maps[".bss"], coll.Programs["proccount"]
-	if bss == nil || prog == nil {
-		coll.Close()
-		return nil, errors.New("load the process count: no .bss or no program in the object")
-	}
-	mem, err := bss.Memory()
-	if err != nil {
-		coll.Close()
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return nil, features.Missing("memory-mapped BPF global data", ">= Linux 5.5", err)
-		}
-		return nil, fmt.Errorf("load the process count: %w", err)
-	}
-	size := int(unsafe.Sizeof(lanesbpf.ProccountCountCtx{}))
-	if int(mem.Size()) < size {
-		coll.Close()
-		return nil, fmt.Errorf("load the process count: .bss is %d bytes, want %d", mem.Size(), size)
-	}
-	return &Counter{coll: coll, prog: prog, io: mem, buf: make([]byte, size)}, nil
+	return &Counter{p}, nil
 }
 
 // Count returns how many processes each group holds, by cgroup v2 id (at
@@ -122,41 +93,24 @@ func (c *Counter) Count(ids []uint64) ([]int, error) {
 	if len(ids) > MaxCount {
 		return nil, fmt.Errorf("process count: %d groups, at most %d", len(ids), MaxCount)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	le := binary.LittleEndian
-	b := c.buf[:countHeader+len(ids)*groupSize]
-	clear(b)
-	le.PutUint32(b, uint32(len(ids)))
-	for i, id := range ids {
-		le.PutUint64(b[countHeader+i*groupSize:], id)
-	}
-	if _, err := c.io.WriteAt(b, 0); err != nil {
-		return nil, fmt.Errorf("process count: write the request: %w", err)
-	}
-	ret, err := c.prog.Run(&ebpf.RunOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("process count: run: %w", err)
-	}
-	if ret != 0 {
-		return nil, fmt.Errorf("process count: the program returned %d", ret)
-	}
-	if _, err := c.io.ReadAt(b, 0); err != nil {
-		return nil, fmt.Errorf("process count: read the answers: %w", err)
-	}
 	out := make([]int, len(ids))
-	for i := range ids {
-		r := b[countHeader+i*groupSize:]
-		out[i] = int(le.Uint32(r[8:]))
-		if le.Uint32(r[12:]) != 0 {
-			out[i] = -1
+	err := c.run(countHeader+len(ids)*groupSize, func(b []byte) {
+		le.PutUint32(b, uint32(len(ids)))
+		for i, id := range ids {
+			le.PutUint64(b[countHeader+i*groupSize:], id)
 		}
+	}, func(b []byte) {
+		for i := range ids {
+			r := b[countHeader+i*groupSize:]
+			out[i] = int(le.Uint32(r[8:]))
+			if le.Uint32(r[12:]) != 0 {
+				out[i] = -1
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
-}
-
-// Close unloads the program.
-func (c *Counter) Close() error {
-	c.coll.Close()
-	return nil
 }

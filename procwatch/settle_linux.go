@@ -2,12 +2,9 @@ package procwatch
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
 	lanesbpf "github.com/lanes-qos/lanes/bpf"
@@ -58,16 +55,7 @@ func probeSettle() error {
 
 // Settler checks processes just moved into a lane for what they still
 // have outside it (bpf/procsettle.c).
-type Settler struct {
-	mu   sync.Mutex
-	coll *ebpf.Collection
-	prog *ebpf.Program
-	// io is the program's global `io` (struct settle_ctx, the only
-	// variable of its .bss, at offset 0), memory-mapped; buf is where a
-	// batch is encoded and its answers read.
-	io  *ebpf.Memory
-	buf []byte
-}
+type Settler struct{ *syscallProg }
 
 // The layout of struct settle_ctx (bpf/procsettle.c), checked against the
 // generated type.
@@ -100,32 +88,12 @@ func load() (*Settler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the placement check: %w", err)
 	}
-	coll, err := ebpf.NewCollection(spec)
+	p, err := loadSyscallProg("the placement check", spec, "procsettle", int(unsafe.Sizeof(lanesbpf.ProcsettleSettleCtx{})),
+		"BPF syscall program with bpf_task_from_pid", ">= Linux 6.2")
 	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return nil, features.Missing("BPF syscall program with bpf_task_from_pid", ">= Linux 6.2", err)
-		}
-		return nil, fmt.Errorf("load the placement check: %w", err)
+		return nil, err
 	}
-	bss, prog := coll.Maps[".bss"], coll.Programs["procsettle"]
-	if bss == nil || prog == nil {
-		coll.Close()
-		return nil, errors.New("load the placement check: no .bss or no program in the object")
-	}
-	mem, err := bss.Memory()
-	if err != nil {
-		coll.Close()
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return nil, features.Missing("memory-mapped BPF global data", ">= Linux 5.5", err)
-		}
-		return nil, fmt.Errorf("load the placement check: %w", err)
-	}
-	size := int(unsafe.Sizeof(lanesbpf.ProcsettleSettleCtx{}))
-	if int(mem.Size()) < size {
-		coll.Close()
-		return nil, fmt.Errorf("load the placement check: .bss is %d bytes, want %d", mem.Size(), size)
-	}
-	return &Settler{coll: coll, prog: prog, io: mem, buf: make([]byte, size)}, nil
+	return &Settler{p}, nil
 }
 
 // Proc is a process to check: its PID and start time in clock ticks.
@@ -157,49 +125,31 @@ func (s *Settler) Settle(procs []Proc) ([]Settled, error) {
 	if len(procs) > MaxSettle {
 		return nil, fmt.Errorf("placement check: %d processes, at most %d", len(procs), MaxSettle)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	le := binary.LittleEndian
-	n := ctxHeader + len(procs)*procSize
-	b := s.buf[:n]
-	clear(b)
-	le.PutUint32(b, uint32(len(procs)))
-	for i, p := range procs {
-		r := b[ctxHeader+i*procSize:]
-		le.PutUint32(r, uint32(p.PID))
-		le.PutUint64(r[8:], p.Start)
-	}
-	if _, err := s.io.WriteAt(b, 0); err != nil {
-		return nil, fmt.Errorf("placement check: write the batch: %w", err)
-	}
-	ret, err := s.prog.Run(&ebpf.RunOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("placement check: run: %w", err)
-	}
-	if ret != 0 {
-		return nil, fmt.Errorf("placement check: the program returned %d", ret)
-	}
-	if _, err := s.io.ReadAt(b, 0); err != nil {
-		return nil, fmt.Errorf("placement check: read the answers: %w", err)
-	}
 	out := make([]Settled, len(procs))
-	for i := range procs {
-		r := b[ctxHeader+i*procSize:]
-		flags := le.Uint32(r[4:])
-		o := &out[i]
-		o.Gone = flags&settleGone != 0
-		o.Threads = int(le.Uint32(r[16:]))
-		o.Sockets = flags&(settleSockets|settleFDsUnread) != 0
-		o.MoreChildren = flags&settleChildrenMore != 0
-		for k := range min(int(le.Uint32(r[20:])), 6) {
-			o.Children = append(o.Children, int(le.Uint32(r[24+4*k:])))
+	err := s.run(ctxHeader+len(procs)*procSize, func(b []byte) {
+		le.PutUint32(b, uint32(len(procs)))
+		for i, p := range procs {
+			r := b[ctxHeader+i*procSize:]
+			le.PutUint32(r, uint32(p.PID))
+			le.PutUint64(r[8:], p.Start)
 		}
+	}, func(b []byte) {
+		for i := range procs {
+			r := b[ctxHeader+i*procSize:]
+			flags := le.Uint32(r[4:])
+			o := &out[i]
+			o.Gone = flags&settleGone != 0
+			o.Threads = int(le.Uint32(r[16:]))
+			o.Sockets = flags&(settleSockets|settleFDsUnread) != 0
+			o.MoreChildren = flags&settleChildrenMore != 0
+			for k := range min(int(le.Uint32(r[20:])), 6) {
+				o.Children = append(o.Children, int(le.Uint32(r[24+4*k:])))
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
-}
-
-// Close unloads the program.
-func (s *Settler) Close() error {
-	s.coll.Close()
-	return nil
 }

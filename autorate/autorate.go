@@ -64,6 +64,19 @@ type Config struct {
 	// BaselineUp and BaselineDown are the weights of a new sample in the
 	// baseline when it lies above or below it.
 	BaselineUp, BaselineDown float64
+	// Follow selects the follow law for the upload (see Follow in the
+	// package doc): its rate is what its TCP connections delivered,
+	// corrected toward a queue of Target at the bottleneck, at every
+	// delivery read (Flows). Without delivery reads the upload keeps the
+	// probes' law.
+	Follow bool
+	// Target is the queue the follow law holds at the bottleneck.
+	Target time.Duration
+	// Interval is the time between probes: a probe not answered within
+	// Interval and the base round trip of the last answer has met a queue
+	// at least as long as it is late (the follow law's bound while the
+	// link is stalled).
+	Interval time.Duration
 }
 
 // SevereFactor is Severe's default, in thresholds.
@@ -88,6 +101,8 @@ var Defaults = Config{
 	Stale:        2 * time.Second,
 	BaselineUp:   0.002,
 	BaselineDown: 0.9,
+	Target:       20 * time.Millisecond,
+	Interval:     100 * time.Millisecond,
 }
 
 func (c Config) withDefaults() Config {
@@ -130,6 +145,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BaselineDown == 0 {
 		c.BaselineDown = d.BaselineDown
+	}
+	if c.Target == 0 {
+		c.Target = d.Target
+	}
+	if c.Interval == 0 {
+		c.Interval = d.Interval
 	}
 	for i := range c.Start {
 		if c.Start[i] == 0 {
@@ -186,6 +207,10 @@ func (c Config) Check() error {
 		return fmt.Errorf("refractory %v, drain %v or stale %v out of range", c.Refractory, c.Drain, c.Stale)
 	case !(c.BaselineUp > 0 && c.BaselineUp <= 1) || !(c.BaselineDown > 0 && c.BaselineDown <= 1):
 		return fmt.Errorf("baseline weights %v, %v outside (0, 1]", c.BaselineUp, c.BaselineDown)
+	case c.Target < MinTarget || c.Target > MaxTarget:
+		return fmt.Errorf("target %v outside %v..%v", c.Target, MinTarget, MaxTarget)
+	case c.Interval <= 0:
+		return fmt.Errorf("interval %v is not positive", c.Interval)
 	}
 	return nil
 }
@@ -476,6 +501,9 @@ func (c *Controller) Tick(now time.Time, carried [2]uint64) Decision {
 		d.Load[dir] = load
 		if stale {
 			continue
+		}
+		if dir == Egress && c.following(now) {
+			continue // the follow law decides at each delivery read
 		}
 		next := rate
 		// The delivery law cut this direction for the queue the probes

@@ -93,6 +93,27 @@
 // returns to it once the connections deliver what the shaper sends (the
 // queue is gone). See Flows for the constants.
 //
+// # Follow
+//
+// The law above finds a link that keeps its rate with a queue of a few
+// milliseconds, but a cellular link's rate swings within a second: the
+// ceiling the last cut found is stale before the creep gets back to it,
+// and the rate spends most of the time below the link (S2 in
+// docs/BENCHMARKS.md). With Config.Follow the upload follows what its
+// TCP connections deliver instead, at every delivery read (Flows, every
+// FlowPeriod): while a queue stands at the bottleneck the link was busy,
+// so what they delivered over the last FollowWindow is the link's rate,
+// and the rate is set to it times 1 − FollowGain × (queue − Target), at
+// least a quarter of it (a queue beyond the target drains); with a
+// shorter queue and the upload loaded the rate rises from the higher of
+// itself and the highest delivery of the last FollowWindow, by
+// FollowGain × (Target − queue) and at most Up a read, toward a queue
+// of Target, where the link stays busy. The queue is the probes' rise
+// over their baseline, or a probe's lateness where one is late (sent
+// Interval after the last answered and not back within that one's round
+// trip): a link that stalls answers nothing. The probes' law keeps the
+// download, and the upload while the meter is not read (Tick).
+//
 // With no delay sample for Stale (the reflector stopped answering), the
 // controller holds every rate at its
 // last value (the last good rate) and says so in the decision, until

@@ -67,6 +67,14 @@ type flowState struct {
 	// drainedAt is when this law last saw the queue ahead of the shaper
 	// gone: a probe sent before it crossed that queue.
 	drainedAt time.Time
+	// rates: the follow law's delivery rates of the last FollowWindow.
+	rates []followRate
+}
+
+// followRate is a delivery rate the follow law measured, in bit/s.
+type followRate struct {
+	at  time.Time
+	bps float64
 }
 
 // holds reports whether this law's last cut still holds at now: within
@@ -195,6 +203,9 @@ func (c *Controller) Flows(s FlowSample) Decision {
 	if c.cfg.Max[dir] == 0 {
 		return c.decision()
 	}
+	if c.cfg.Follow {
+		return c.follow(now)
+	}
 	rate := float64(c.rates[dir])
 	w, highest, ok := f.rateOver(now, FlowWindow)
 	if !ok {
@@ -297,4 +308,118 @@ func (c *Controller) decision() Decision {
 	d.Rates = c.rates
 	d.Load = c.load
 	return d
+}
+
+// The follow law's constants (Config.Follow).
+const (
+	// FollowWindow is the span the follow law measures a delivery rate
+	// over, and the span of the rates whose highest it takes as the
+	// link's: long enough to smooth a cellular link's bursts of
+	// delivery opportunities, short enough to follow its swings.
+	FollowWindow = 100 * time.Millisecond
+	// FollowGain is how far below the link's rate each second of queue
+	// beyond the target takes the upload: at 8, 50 ms beyond it sends
+	// at 60 % of what the link delivered, and the queue drains; and how
+	// far above, up to Up, each second of queue short of the target.
+	// (On the T-Mobile LTE trace in S2, gain 4 with a floor of half the
+	// delivery kept 0.88–0.90 of the foreground at an interactive p99
+	// of 320–430 ms; 8 with a quarter 0.83 at 167 ms: docs/BENCHMARKS.md.)
+	FollowGain = 8.0
+	// FollowInterval is the probes' interval the follow law defaults to
+	// (lane's [net.auto] interval): it reacts to the queue the probes
+	// report, and at 100 ms a probe reports it up to 100 ms late.
+	FollowInterval = 20 * time.Millisecond
+	// followFresh is how long after the last delivery read the follow
+	// law still owns the upload (the meter reads every FlowPeriod while
+	// the upload is loaded); after it the probes' law does (Tick).
+	followFresh = 4 * FlowPeriod
+	// MinTarget and MaxTarget bound Config.Target.
+	MinTarget = time.Millisecond
+	MaxTarget = 200 * time.Millisecond
+)
+
+// following reports whether the follow law owns the upload at now: it
+// is the law, and the delivery meter is being read.
+func (c *Controller) following(now time.Time) bool {
+	n := len(c.flow.points)
+	return c.cfg.Follow && n > 0 && now.Sub(c.flow.points[n-1].at) <= followFresh
+}
+
+// queueNow is the upload's queue at the bottleneck as the probes know
+// it at now, in seconds: the last answer's rise over the baseline, or,
+// where a probe is late (sent an Interval after the last answered one
+// and not back within that one's round trip), at least its lateness
+// (a stalled link answers nothing; without this bound the last answer,
+// from before the stall, would say the link is empty).
+func (c *Controller) queueNow(now time.Time) float64 {
+	t := &c.delay[Egress]
+	if !t.have {
+		return 0
+	}
+	q := t.last - t.baseline
+	if base := c.baseRTT(); base > 0 && !t.lastSent.IsZero() {
+		due := t.lastSent.Add(c.cfg.Interval).Add(secs(base))
+		q = math.Max(q, now.Sub(due).Seconds())
+	}
+	return q
+}
+
+// follow is the follow law's decision at a delivery read at now. The
+// upload's TCP connections delivered w over the last FollowWindow, and
+// top is the highest such rate of the reads of the last FollowWindow. A
+// queue beyond Target at the bottleneck (the probes' rise over their
+// baseline, or a late probe's lateness) means the link was busy all
+// along, so top is its rate: the upload is set to top × (1 − FollowGain
+// × (queue − Target)), at least a quarter of it, and the queue drains.
+// A shorter queue with the upload loaded (or the link delivering more
+// than the rate) lets the rate rise from the higher of itself and top,
+// by FollowGain × (Target − queue), at most Up a read: toward a queue
+// of Target, where the link stays busy. Unloaded, it keeps (nothing says
+// what the link could carry).
+func (c *Controller) follow(now time.Time) Decision {
+	dir := Egress
+	w, _, ok := c.flow.rateOver(now, FollowWindow)
+	if !ok || c.stale {
+		return c.decision()
+	}
+	fl := &c.flow
+	fl.rates = append(fl.rates, followRate{at: now, bps: w})
+	for len(fl.rates) > 0 && now.Sub(fl.rates[0].at) > FollowWindow {
+		fl.rates = fl.rates[1:]
+	}
+	top := w
+	for _, r := range fl.rates {
+		top = math.Max(top, r.bps)
+	}
+	rate := float64(c.rates[dir])
+	q := c.queueNow(now)
+	target := c.cfg.Target.Seconds()
+	switch {
+	case q > target:
+		f := math.Max(1-FollowGain*(q-target), minDrainFactor)
+		return c.setRate(dir, w*f, "follow")
+	case w >= c.cfg.HighLoad*rate || top > rate:
+		f := math.Min(1+FollowGain*(target-q), c.cfg.Up)
+		return c.setRate(dir, math.Max(rate, top)*f, "load")
+	}
+	return c.decision()
+}
+
+// The delivery meter's duty: lanesd reads it while the upload carries at
+// least this share of its rate (the delivery law acts only on
+// connections that carried HighLoad of it, and its peak needs the reads
+// before; the follow law needs the reads wherever the upload carries
+// anything much, as when the link is far below the shaper's rate).
+const (
+	flowLoad   = 1.0 / 3
+	followLoad = 0.05
+)
+
+// MeterLoad is the share of its rate the upload must carry at a tick for
+// the daemon to read the delivery meter until the next.
+func (c Config) MeterLoad() float64 {
+	if c.Follow {
+		return followLoad
+	}
+	return flowLoad
 }

@@ -316,3 +316,87 @@ func TestFlows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newFlowLink(t, cfg, tc.probes)) })
 	}
 }
+
+// TestFollow: the follow law's rules at the delivery reads, with the
+// probes answering every read (one way: 3 ms up at the baseline).
+func TestFollow(t *testing.T) {
+	cfg := Config{Min: [2]uint64{mbit / 4, 0}, Max: [2]uint64{30 * mbit, 0}, Follow: true, Start: [2]uint64{10 * mbit, 0}}
+	// run feeds n reads of connections delivering at rate bit/s, each
+	// with a probe that met queue, and returns the last decision.
+	run := func(l *flowLink, n int, rate float64, queue time.Duration) Decision {
+		var d Decision
+		for range n {
+			l.now = l.now.Add(20 * time.Millisecond)
+			l.c.SampleOneWay(l.now, 3*time.Millisecond+queue, 17*time.Millisecond, 20*time.Millisecond+queue)
+			d = l.c.Flows(FlowSample{At: l.now, Delivered: uint64(rate * 0.020 / 8), InFlight: 50_000, CwndLimited: true})
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name  string
+		rate  float64 // the delivery, bit/s
+		queue time.Duration
+		want  float64 // the rate after the sixth read (100 ms of reads)
+		why   string
+	}{
+		// 50 ms beyond the 20 ms target: 1 − 8 × 0.05 = 0.6 of the
+		// delivery (not of the rate, 10 Mbit/s: the link's is what it
+		// delivered while a queue stood).
+		{"a queue beyond the target: below the delivery", 8 * mbit, 70 * time.Millisecond, 8 * mbit * 0.6, "follow"},
+		// 10 ms short of it, loaded (the delivery at least HighLoad of
+		// the rate): up from the rate by 1 + 8 × 0.01 = 1.08, held to Up.
+		{"a queue well short of the target: up by Up", 8 * mbit, 10 * time.Millisecond, 10 * mbit * 1.05, "load"},
+		// 3 ms short: 1 + 8 × 0.003.
+		{"a queue just short of the target: up by less", 8 * mbit, 17 * time.Millisecond, 10 * mbit * 1.024, "load"},
+		// The link delivered more than the rate (a queue ahead draining):
+		// up from the delivery.
+		{"a delivery above the rate: up from it", 12 * mbit, 10 * time.Millisecond, 12 * mbit * 1.05, "load"},
+		{"a queue of a second: a quarter of the delivery", 8 * mbit, time.Second, 2 * mbit, "follow"},
+		{"no queue, loaded: Up over the rate", 10 * mbit, 0, 10 * mbit * 1.05, "load"},
+		{"no queue, a connection sending less: kept", 5 * mbit, 0, 10 * mbit, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newFlowLink(t, cfg, oneWay)
+			run(l, 5, tc.rate, tc.queue) // the window fills
+			d := run(l, 1, tc.rate, tc.queue)
+			// (Within 2 %: the baseline creeps up under a standing queue,
+			// by 0.2 % of the rise a sample.)
+			if math.Abs(float64(d.Rates[Egress])-tc.want) > tc.want/50 || d.Why[Egress] != tc.why {
+				t.Errorf("rate %d (%q), want %.0f (%q)", d.Rates[Egress], d.Why[Egress], tc.want, tc.why)
+			}
+		})
+	}
+	t.Run("a late probe: its lateness is a queue", func(t *testing.T) {
+		l := newFlowLink(t, cfg, oneWay)
+		run(l, 5, 10*mbit, 0)
+		// No answer for 300 ms: the probe due Interval (100 ms) after
+		// the last, plus the 20 ms round trip, is 180 ms late.
+		var d Decision
+		for range 15 {
+			l.now = l.now.Add(20 * time.Millisecond)
+			d = l.c.Flows(FlowSample{At: l.now, Delivered: uint64(4 * mbit * 0.020 / 8), InFlight: 50_000, CwndLimited: true})
+		}
+		if !near(d.Rates[Egress], mbit) {
+			t.Errorf("rate %d, want a quarter of the 4 Mbit/s delivered", d.Rates[Egress])
+		}
+	})
+	t.Run("the probes' law waits while the reads come, and takes over when they stop", func(t *testing.T) {
+		l := newFlowLink(t, cfg, oneWay)
+		run(l, 6, 10*mbit, 0)
+		before := l.c.Rates()[Egress]
+		// Bloated probes at a tick 20 ms after a read: the follow law's.
+		for range 6 {
+			l.now = l.now.Add(20 * time.Millisecond)
+			l.c.SampleOneWay(l.now, 80*time.Millisecond, 17*time.Millisecond, 97*time.Millisecond)
+		}
+		l.c.flow.points[len(l.c.flow.points)-1].at = l.now.Add(-20 * time.Millisecond)
+		if d := l.c.Tick(l.now, [2]uint64{uint64(float64(before) * 0.1)}); d.Changed[Egress] {
+			t.Errorf("a tick within reads changed the upload to %d (%q)", d.Rates[Egress], d.Why[Egress])
+		}
+		l.now = l.now.Add(200 * time.Millisecond)
+		l.c.SampleOneWay(l.now, 80*time.Millisecond, 17*time.Millisecond, 97*time.Millisecond)
+		if d := l.c.Tick(l.now, [2]uint64{uint64(float64(before) * 0.2)}); !d.Changed[Egress] || d.Why[Egress] != "bloat" {
+			t.Errorf("with no read for 200 ms the probes' law did not cut: %d (%q)", d.Rates[Egress], d.Why[Egress])
+		}
+	})
+}

@@ -39,10 +39,9 @@ func (r *autoRun) end() {
 	<-r.done
 }
 
-// flowLoad is the share of its rate the upload must carry for the
-// delivery meter to run: the delivery law acts only on connections that
-// carried HighLoad of it, and its peak needs the reads before.
-const flowLoad = 1.0 / 3
+// followEventGap is the least time between two net.auto.rate events of
+// the follow law's changes.
+const followEventGap = 100 * time.Millisecond
 
 // autoTopics are the auto rate's event topics.
 const (
@@ -119,7 +118,11 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 		if r.meterErr != nil {
 			d.logf("net auto: the upload follows the probes alone (no delivery meter): %v", r.meterErr)
 		} else {
-			d.logf("net auto: the upload also follows what %s's TCP connections deliver, read every %v while it is loaded", iface, autorate.FlowPeriod)
+			if a.Law.Follow {
+				d.logf("net auto: the upload follows what %s's TCP connections deliver, held to a queue of %v (law %q), read every %v while it carries %.0f%% of its rate", iface, a.Law.Target, lane.AutoLawFollow, autorate.FlowPeriod, 100*a.Law.MeterLoad())
+			} else {
+				d.logf("net auto: the upload also follows what %s's TCP connections deliver, read every %v while it is loaded", iface, autorate.FlowPeriod)
+			}
 		}
 	}
 	for _, dir := range []autorate.Dir{autorate.Egress, autorate.Ingress} {
@@ -171,7 +174,11 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 					d.setHealth("net-auto", "")
 				}
 			}
-			if dec.Changed != [2]bool{} || dec.StaleChanged || (every && now.Sub(lastEvent) >= time.Second) {
+			// The follow law moves the upload at every read (50 a
+			// second): its changes are published at most every
+			// followEventGap, or they would crowd the event history out.
+			changed := dec.Changed != [2]bool{} && (!a.Law.Follow || now.Sub(lastEvent) >= followEventGap)
+			if changed || dec.StaleChanged || (every && now.Sub(lastEvent) >= time.Second) {
 				lastEvent = now
 				up, down := autorate.Egress, autorate.Ingress
 				pl := map[string]any{
@@ -185,11 +192,32 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 				d.bus.Publish(events.Event{Source: "netsched/auto", Topic: topicAutoRate, Time: now, Payload: pl})
 			}
 		}
+		// take feeds the controller the probes' answers that came since
+		// the last call.
+		take := func() {
+			for {
+				select {
+				case s := <-samples:
+					if s.OneWay {
+						ctl.SampleOneWay(s.At, s.Up, s.Down, s.RTT)
+						ups, downs = append(ups, ms(s.Up)), append(downs, ms(s.Down))
+					} else {
+						ctl.Sample(s.At, s.RTT)
+					}
+					rtts = append(rtts, ms(s.RTT))
+				default:
+					return
+				}
+			}
+		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-flows:
+				if a.Law.Follow {
+					take() // the follow law decides here, from the latest answers
+				}
 				dl, err := r.meter.Read()
 				if err != nil {
 					if !meterFailed {
@@ -204,21 +232,7 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 				continue
 			case <-t.C:
 			}
-		drain:
-			for {
-				select {
-				case s := <-samples:
-					if s.OneWay {
-						ctl.SampleOneWay(s.At, s.Up, s.Down, s.RTT)
-						ups, downs = append(ups, ms(s.Up)), append(downs, ms(s.Down))
-					} else {
-						ctl.Sample(s.At, s.RTT)
-					}
-					rtts = append(rtts, ms(s.RTT))
-				default:
-					break drain
-				}
-			}
+			take()
 			var sent [2]uint64
 			stats, err := e.Stats(iface)
 			if err != nil {
@@ -243,7 +257,7 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 			now := time.Now()
 			dec := ctl.Tick(now, sent)
 			if r.meter != nil {
-				loaded := dec.Load[autorate.Egress] >= flowLoad
+				loaded := dec.Load[autorate.Egress] >= a.Law.MeterLoad()
 				switch {
 				case loaded && flowTicker == nil:
 					flowTicker = time.NewTicker(autorate.FlowPeriod)

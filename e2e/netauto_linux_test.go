@@ -529,9 +529,13 @@ func TestNetworkAutoRateDelivery(t *testing.T) {
 		name     string
 		delivery bool
 		first    string
+		law      string
 	}{
-		{"delivery", true, "delivery"},
-		{"probes alone", false, "bloat"},
+		{"delivery", true, "delivery", ""},
+		{"probes alone", false, "bloat", ""},
+		// The follow law: the upload's rate is the delivery's, held
+		// to a queue of 20 ms, at every read.
+		{"follow", true, "follow", "follow"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			topo, step := stepPath(t, 6*time.Second)
@@ -539,6 +543,9 @@ func TestNetworkAutoRateDelivery(t *testing.T) {
 			cfg := fmt.Sprintf("[net]\ninterfaces = [%q]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = %q\n", path.SrcDev, path.DstAddr)
 			if !c.delivery {
 				cfg += "delivery = false\n"
+			}
+			if c.law != "" {
+				cfg += fmt.Sprintf("law = %q\n", c.law)
 			}
 			e := newEnv(t, cfg)
 			e.startWith([]string{"nsenter", "--net=/run/netns/" + topo.Src, e.bin})
@@ -596,10 +603,13 @@ func TestNetworkAutoRateDelivery(t *testing.T) {
 					t.Errorf("iperf3's client did not end 30 s after its run: killed")
 				}
 			}
-			var first *autoDecision
+			var first, settled *autoDecision
 			var log []string
 			for i := range decs {
 				d := &decs[i]
+				if !d.Time.Before(step) && d.Time.Sub(step) <= 2*time.Second {
+					settled = d // the rate 2 s after the fall
+				}
 				if d.Time.Before(step) || d.Payload.Why == "" || d.Payload.Why == "load" {
 					continue
 				}
@@ -621,7 +631,17 @@ func TestNetworkAutoRateDelivery(t *testing.T) {
 			if first.Payload.Why != c.first {
 				t.Errorf("first decrease %q at +%v, want %q", first.Payload.Why, first.Time.Sub(step), c.first)
 			}
-			if c.delivery {
+			if c.law == "follow" {
+				// It follows the link rather than cutting below it and
+				// coming back: within a factor of two of its 5 Mbit/s
+				// 2 s after the fall, and cutting within 300 ms.
+				if settled == nil || settled.Payload.Upload < 2.5e6 || settled.Payload.Upload > 10e6 {
+					t.Errorf("2 s after the link fell to 5 Mbit/s the upload's rate is %+v, want 2.5..10 Mbit/s", settled)
+				}
+				if d := first.Time.Sub(step); d > 300*time.Millisecond {
+					t.Errorf("the follow law's first cut %v after the step, want within 300 ms", d)
+				}
+			} else if c.delivery {
 				if first.Payload.Upload > 5e6 {
 					t.Errorf("delivery cut to %.1f Mbit/s, want below the link's 5", first.Payload.Upload/1e6)
 				}

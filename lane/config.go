@@ -168,6 +168,8 @@ type fileNetAuto struct {
 	Threshold *string `toml:"threshold"`
 	Probe     *string `toml:"probe"`
 	Delivery  *bool   `toml:"delivery"`
+	Law       *string `toml:"law"`
+	Target    *string `toml:"target"`
 }
 
 type fileLedbat struct {
@@ -612,6 +614,29 @@ func (v *validator) netAuto(n *NetGlobal, fa *fileNetAuto, ingress bool) *AutoRa
 	if fa.Delivery != nil {
 		a.Delivery = *fa.Delivery
 	}
+	if fa.Law != nil {
+		switch *fa.Law {
+		case AutoLawCeiling:
+		case AutoLawFollow:
+			a.Law.Follow = true
+			if !a.Delivery {
+				v.add("net.auto.law", "%q follows what the upload's TCP connections deliver: it needs delivery = true", AutoLawFollow)
+			}
+		default:
+			v.add("net.auto.law", "%q is not a law: want %q (the probes' delays, creeping up to the rate where the last queue began; the default) or %q (the upload's delivery rate, held to a small queue: links whose rate swings within a second, such as cellular ones)", *fa.Law, AutoLawCeiling, AutoLawFollow)
+		}
+	}
+	if fa.Target != nil {
+		if !a.Law.Follow {
+			v.add("net.auto.target", "the queue target is the follow law's: set law = %q, or leave target out", AutoLawFollow)
+		} else if d, ok := v.duration("net.auto.target", *fa.Target, autorate.MinTarget, autorate.MaxTarget); ok {
+			a.Law.Target = d
+		}
+	}
+	if a.Law.Follow && fa.Interval == nil {
+		a.Interval = autorate.FollowInterval
+	}
+	a.Law.Interval = a.Interval
 	if len(n.Interfaces) > 1 {
 		v.add("net.interfaces", "rate = \"auto\" follows one link: name at most one interface")
 	}

@@ -219,6 +219,10 @@ func TestParseErrors(t *testing.T) {
 		{"auto download reversed", "[net]\nrate = \"auto\"\ningress = true\n[net.auto]\nupload = \"1mbit..20mbit\"\ndownload = \"50mbit..1mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:6: net.auto.download: minimum 50mbit is above maximum 1mbit"}},
 		{"auto interval short", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\ninterval = \"5ms\"\n", []string{"lanes.toml:6: net.auto.interval: 5ms is outside 20ms..1s"}},
 		{"auto threshold junk", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\nthreshold = \"soon\"\n", []string{`lanes.toml:6: net.auto.threshold: invalid duration "soon"`}},
+		{"auto law unknown", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\nlaw = \"bbr\"\n", []string{`lanes.toml:6: net.auto.law: "bbr" is not a law: want "ceiling"`}},
+		{"auto follow without delivery", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\ndelivery = false\nlaw = \"follow\"\n", []string{`net.auto.law: "follow" follows what the upload's TCP connections deliver: it needs delivery = true`}},
+		{"auto target without follow", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\ntarget = \"20ms\"\n", []string{`net.auto.target: the queue target is the follow law's: set law = "follow"`}},
+		{"auto target out of range", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\nlaw = \"follow\"\ntarget = \"1s\"\n", []string{`net.auto.target`}},
 		{"auto probe unknown", "[net]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\nprobe = \"icmp\"\n", []string{`lanes.toml:6: net.auto.probe: "icmp" is not a probe: want "timestamp"`}},
 		{"auto table without auto rate", "[net]\nrate = \"20mbit\"\n[net.auto]\nupload = \"1mbit..20mbit\"\n", []string{`net.auto: set [net] rate = "auto"`}},
 		{"auto on two interfaces", "[net]\ninterfaces = [\"eth0\", \"wlan0\"]\nrate = \"auto\"\n[net.auto]\nupload = \"1mbit..20mbit\"\nreflector = \"198.18.0.1\"\n", []string{"lanes.toml:2: net.interfaces: rate = \"auto\" follows one link"}},
@@ -661,6 +665,23 @@ func TestAutoRateConfig(t *testing.T) {
 	}
 	if a := c.Net.Auto; a.Law.Min[autorate.Ingress] != 5_000_000 || a.Law.Max[autorate.Ingress] != 100_000_000 || c.Net.Rate != 100_000_000 {
 		t.Errorf("download %v..%v, link %d: want 5..100 Mbit/s and the trees at 100", a.Law.Min[autorate.Ingress], a.Law.Max[autorate.Ingress], c.Net.Rate)
+	}
+	if a.Law.Follow || a.Law.Interval != DefaultAutoInterval {
+		t.Errorf("follow %v, the law's interval %v: want the ceiling law and the probes' interval", a.Law.Follow, a.Law.Interval)
+	}
+	f, err := Parse("t.toml", []byte("[net]\nrate = \"auto\"\n[net.auto]\nupload = \"250kbit..27mbit\"\nreflector = \"198.18.1.1\"\nlaw = \"follow\"\ntarget = \"15ms\"\ninterval = \"50ms\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := f.Net.Auto.Law; !l.Follow || l.Target != 15*time.Millisecond || l.Interval != 50*time.Millisecond {
+		t.Errorf("law = \"follow\": follow %v, target %v, interval %v", l.Follow, l.Target, l.Interval)
+	}
+	f, err = Parse("t.toml", []byte("[net]\nrate = \"auto\"\n[net.auto]\nupload = \"250kbit..27mbit\"\nreflector = \"198.18.1.1\"\nlaw = \"follow\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := f.Net.Auto; a.Interval != autorate.FollowInterval || a.Law.Interval != autorate.FollowInterval || a.Law.Target != 0 {
+		t.Errorf("law = \"follow\" alone: interval %v (law's %v), target %v: want the follow law's interval and autorate's target", a.Interval, a.Law.Interval, a.Law.Target)
 	}
 	if d, err := Parse("t.toml", []byte("[net]\nrate = \"20mbit\"\n")); err != nil || d.Net.Auto != nil {
 		t.Errorf("a fixed rate: Auto %v, err %v", d.Net.Auto, err)

@@ -327,6 +327,14 @@ type AutoRate struct {
 	Delivery bool
 }
 
+// The auto rate's laws ([net.auto] law): the probes' delays with the
+// ceiling (autorate's default), or the upload's delivery held to a queue
+// target (autorate.Config.Follow).
+const (
+	AutoLawCeiling = "ceiling"
+	AutoLawFollow  = "follow"
+)
+
 // The auto rate's probes ([net.auto] probe).
 const (
 	ProbeTimestamp = "timestamp"

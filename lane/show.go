@@ -107,7 +107,10 @@ func (n NetGlobal) file() *fileNetGlobal {
 		fn.Rate = ptr("auto")
 		fn.Auto = &fileNetAuto{Upload: ptr(FormatRate(a.Law.Min[autorate.Egress]) + ".." + FormatRate(a.Law.Max[autorate.Egress])),
 			Reflector: ptr(a.Reflector.String()), Interval: ptr(a.Interval.String()), Threshold: ptr(a.Law.Threshold.String()),
-			Probe: ptr(a.Probe), Delivery: ptr(a.Delivery)}
+			Probe: ptr(a.Probe), Delivery: ptr(a.Delivery), Law: ptr(AutoLawCeiling)}
+		if a.Law.Follow {
+			fn.Auto.Law, fn.Auto.Target = ptr(AutoLawFollow), ptr(a.Law.Target.String())
+		}
 		if a.Law.Max[autorate.Ingress] != 0 {
 			fn.Auto.Download = ptr(FormatRate(a.Law.Min[autorate.Ingress]) + ".." + FormatRate(a.Law.Max[autorate.Ingress]))
 		}

@@ -322,8 +322,9 @@ const (
 	// at 60 % of what the link delivered, and the queue drains; and how
 	// far above, up to Up, each second of queue short of the target.
 	// (On the T-Mobile LTE trace in S2, gain 4 with a floor of half the
-	// delivery kept 0.88–0.90 of the foreground at an interactive p99
-	// of 320–430 ms; 8 with a quarter 0.83 at 167 ms: docs/BENCHMARKS.md.)
+	// delivery kept 0.82–0.87 of the foreground at an interactive p99
+	// of 191–208 ms; 8 with a quarter, 0.79–0.81 at 147–171 ms:
+	// docs/BENCHMARKS.md, "The follow law".)
 	FollowGain = 8.0
 	// FollowInterval is the probes' interval the follow law defaults to
 	// (lane's [net.auto] interval): it reacts to the queue the probes
@@ -369,8 +370,9 @@ func (c *Controller) queueNow(now time.Time) float64 {
 // top is the highest such rate of the reads of the last FollowWindow. A
 // queue beyond Target at the bottleneck (the probes' rise over their
 // baseline, or a late probe's lateness) means the link was busy all
-// along, so top is its rate: the upload is set to top × (1 − FollowGain
-// × (queue − Target)), at least a quarter of it, and the queue drains.
+// along, so w is its rate: the upload is set to w × (1 − FollowGain ×
+// (queue − Target)), at least a quarter of it, and the queue drains (w,
+// not top: a link that got slower shows it first in w).
 // A shorter queue with the upload loaded (or the link delivering more
 // than the rate) lets the rate rise from the higher of itself and top,
 // by FollowGain × (Target − queue), at most Up a read: toward a queue

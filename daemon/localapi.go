@@ -484,6 +484,10 @@ func (d *Daemon) mechanisms() []api.Mechanism {
 			if a.Delivery {
 				dm := api.Mechanism{Resource: "net rate delivery", Backend: "BPF TCP iterator: the upload's own connections' delivery cuts the rate when the link slows", OK: true, Preferred: true,
 					Reason: "read every " + autorate.FlowPeriod.String() + " while the upload is loaded"}
+				if a.Law.Follow {
+					dm.Backend = fmt.Sprintf("BPF TCP iterator: law %q, the upload's rate follows its own connections' delivery, held to a %v queue", lane.AutoLawFollow, a.Law.Target)
+					dm.Reason = fmt.Sprintf("read every %v while the upload carries %.0f%% of its rate", autorate.FlowPeriod, 100*a.Law.MeterLoad())
+				}
 				if r := d.net.auto; r == nil {
 					dm.Backend, dm.OK, dm.Reason = "none", false, "the auto rate does not run"
 				} else if r.meterErr != nil {

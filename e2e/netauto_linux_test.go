@@ -559,6 +559,9 @@ func TestNetworkAutoRateDelivery(t *testing.T) {
 					if c.delivery && !m.OK && strings.Contains(m.Reason, "iterator") {
 						t.Skipf("no delivery meter on this kernel: %s", m.Reason)
 					}
+					if c.law == "follow" && !strings.Contains(m.Backend, `law "follow"`+", the upload's rate follows its own connections' delivery, held to a 20ms queue") {
+						t.Errorf("doctor's delivery meter %q does not name the follow law", m.Backend)
+					}
 				}
 			}
 			if named != c.delivery || meter != c.delivery {

@@ -618,7 +618,7 @@ func (v *validator) netAuto(n *NetGlobal, fa *fileNetAuto, ingress bool) *AutoRa
 		switch *fa.Law {
 		case AutoLawCeiling:
 		case AutoLawFollow:
-			a.Law.Follow = true
+			a.Law.Follow, a.Law.Target = true, autorate.Defaults.Target
 			if !a.Delivery {
 				v.add("net.auto.law", "%q follows what the upload's TCP connections deliver: it needs delivery = true", AutoLawFollow)
 			}

@@ -680,7 +680,7 @@ func TestAutoRateConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := f.Net.Auto; a.Interval != autorate.FollowInterval || a.Law.Interval != autorate.FollowInterval || a.Law.Target != 0 {
+	if a := f.Net.Auto; a.Interval != autorate.FollowInterval || a.Law.Interval != autorate.FollowInterval || a.Law.Target != autorate.Defaults.Target {
 		t.Errorf("law = \"follow\" alone: interval %v (law's %v), target %v: want the follow law's interval and autorate's target", a.Interval, a.Law.Interval, a.Law.Target)
 	}
 	if d, err := Parse("t.toml", []byte("[net]\nrate = \"20mbit\"\n")); err != nil || d.Net.Auto != nil {

@@ -219,7 +219,7 @@ func (c Config) Check() error {
 type Decision struct {
 	Rates   [2]uint64 // each direction's rate now, bit/s
 	Changed [2]bool   // whether a direction's rate moved at this tick
-	Why     [2]string // "bloat", "drained", "load", "" (kept)
+	Why     [2]string // "bloat", "drained", "load", "delivery", "follow", "" (kept)
 	Load    [2]float64
 	// Each direction's delay signal: the empty-queue delay estimate, the
 	// last sample and whether it is bloated. With round trips the two

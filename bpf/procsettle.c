@@ -10,7 +10,9 @@
 //    since its exec may lack the new I/O priority (a thread takes its
 //    creator's priority when it is created);
 //  - its child processes whose cgroups differ from its own (another
-//    css_set): forked before the move, they stayed where they were;
+//    css_set): forked before the move, they stayed where they were. A
+//    child is on the list of the thread that forked it, so every thread's
+//    list is walked (a Go or Java program forks from any of its threads);
 //  - whether one of its descriptors is a socket (a socket keeps the
 //    cgroup it was made in, so its traffic would not be the lane's); only
 //    the first 4096 are looked at, and open ones beyond are reported.
@@ -34,6 +36,7 @@ struct list_head {
 
 struct signal_struct {
 	int nr_threads;
+	struct list_head thread_head;
 } __attribute__((preserve_access_index));
 
 struct inode {
@@ -62,6 +65,7 @@ struct task_struct {
 	struct css_set *cgroups;
 	struct list_head children;
 	struct list_head sibling;
+	struct list_head thread_node;
 	struct files_struct *files;
 	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
@@ -76,6 +80,8 @@ extern void bpf_task_release(struct task_struct *p) __ksym;
 
 #define SETTLE_MAX 64     // processes per run
 #define SETTLE_CHILDREN 6 // children reported per process
+#define SETTLE_THREADS 4096 // threads whose children are walked
+#define SETTLE_WALK 256     // children walked per thread
 #define MAX_FD_WORDS 64   // descriptors looked at: 64 words of 64 (4096)
 
 // Flags of a settle_proc.
@@ -176,7 +182,7 @@ static __always_inline __u32 socket_flags(struct task_struct *t)
 	return sc.flags;
 }
 
-// child_walk is the state of a walk over a process's children.
+// child_walk is the state of a walk over one thread's children.
 struct child_walk {
 	struct list_head *pos, *head;
 	struct css_set *own;
@@ -205,10 +211,38 @@ static long child_cb(__u32 i, struct child_walk *w)
 	return 0;
 }
 
+// thread_walk is the state of a walk over a process's threads.
+struct thread_walk {
+	struct list_head *pos, *head;
+	struct css_set *own;
+	struct settle_proc *sp;
+};
+
+static long thread_cb(__u32 i, struct thread_walk *tw)
+{
+	struct task_struct *th;
+	struct child_walk w = {};
+	long walked;
+
+	if (!tw->pos || tw->pos == tw->head)
+		return 1;
+	th = (void *)tw->pos - bpf_core_field_offset(struct task_struct, thread_node);
+	w.own = tw->own;
+	w.head = &th->children;
+	w.pos = BPF_CORE_READ(th, children.next);
+	w.sp = tw->sp;
+	walked = bpf_loop(SETTLE_WALK, child_cb, &w, 0);
+	if (walked >= SETTLE_WALK && w.pos && w.pos != w.head)
+		tw->sp->flags |= SETTLE_CHILDREN_MORE;
+	tw->pos = BPF_CORE_READ(th, thread_node.next);
+	return 0;
+}
+
 static __always_inline void settle_one(struct settle_proc *sp)
 {
 	struct task_struct *t = bpf_task_from_pid(sp->pid);
-	struct child_walk w = {};
+	struct signal_struct *sig;
+	struct thread_walk tw = {};
 	long walked;
 
 	sp->flags = 0;
@@ -223,15 +257,18 @@ static __always_inline void settle_one(struct settle_proc *sp)
 		bpf_task_release(t);
 		return;
 	}
-	sp->threads = BPF_CORE_READ(t, signal, nr_threads);
+	sig = BPF_CORE_READ(t, signal);
+	sp->threads = BPF_CORE_READ(sig, nr_threads);
 	sp->flags |= socket_flags(t);
-	w.own = BPF_CORE_READ(t, cgroups);
-	w.head = &t->children;
-	w.pos = BPF_CORE_READ(t, children.next);
-	w.sp = sp;
-	walked = bpf_loop(256, child_cb, &w, 0);
-	if (walked >= 256 && w.pos && w.pos != w.head)
-		sp->flags |= SETTLE_CHILDREN_MORE;
+	tw.own = BPF_CORE_READ(t, cgroups);
+	tw.sp = sp;
+	if (sig) {
+		tw.head = &sig->thread_head;
+		tw.pos = BPF_CORE_READ(sig, thread_head.next);
+	}
+	walked = bpf_loop(SETTLE_THREADS, thread_cb, &tw, 0);
+	if (!sig || (walked >= SETTLE_THREADS && tw.pos && tw.pos != tw.head))
+		sp->flags |= SETTLE_CHILDREN_MORE; // not all walked: /proc is listed
 	bpf_task_release(t);
 }
 

@@ -103,7 +103,7 @@ func TestPlaceBatchSettled(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ps = append(ps, Placement{PID: c.PID(), StartTime: pi.StartTime, From: from, Threads: 1, Why: "rule:1"})
+				ps = append(ps, Placement{PID: c.PID(), StartTime: pi.StartTime, From: from, Threads: pi.Threads, Why: "rule:1"})
 			}
 			out, err := e.PlaceBatch(l, ps)
 			if err != nil {

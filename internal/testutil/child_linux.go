@@ -101,15 +101,24 @@ func runChild(role string) int {
 		fmt.Println("ready")
 		time.Sleep(dur(1))
 	case "forker":
+		// It forks from a thread other than the one main runs on (the
+		// leader, mostly): a child is on the children list of the thread
+		// that forked it, as in a Go or Java program.
+		runtime.LockOSThread()
 		start := func() int {
-			c := exec.Command(os.Args[0])
-			c.Env = append(os.Environ(), childEnv+"=sleep "+f[1])
-			if err := c.Start(); err != nil {
-				fmt.Fprintln(os.Stderr, "fork:", err)
-				os.Exit(1)
-			}
-			go c.Wait()
-			return c.Process.Pid
+			pid := make(chan int)
+			go func() {
+				runtime.LockOSThread() // not main's thread, which is locked
+				c := exec.Command(os.Args[0])
+				c.Env = append(os.Environ(), childEnv+"=sleep "+f[1])
+				if err := c.Start(); err != nil {
+					fmt.Fprintln(os.Stderr, "fork:", err)
+					os.Exit(1)
+				}
+				pid <- c.Process.Pid
+				c.Wait()
+			}()
+			return <-pid
 		}
 		fmt.Println(start())
 		in := bufio.NewScanner(os.Stdin)

@@ -336,7 +336,7 @@ type IdleGate struct {
 	Mode  string        `json:"mode"`
 	State string        `json:"state"` // idle, foreground, background, in_pi
 	Held  bool          `json:"held"`  // background is held now
-	PI    time.Duration `json:"pi_ns"` // the current preemption interval
+	PI    time.Duration `json:"pi_ns"` // the current preemption interval (the mode's, or a network gate's spacing where that is longer)
 	// Time spent in each state since the controller started (held time is
 	// counted as in_pi).
 	Time map[string]time.Duration `json:"time_ns"`

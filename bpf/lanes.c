@@ -29,7 +29,8 @@
 //    packet of a class lane_flags marks LANE_F_IDLE is background: it
 //    stamps last_bg_ns. A packet of a class marked LANE_F_QUIET (a lane
 //    with net.preempts = false) is ignored. Any other IP packet is
-//    foreground: it stamps last_fg_ns and, when user space left the gate
+//    foreground: it stamps last_fg_ns (and last_full_ns if it is at least
+//    IDLE_FULL_LEN bytes long) and, when user space left the gate
 //    open (it released the background TBF), closes it with a
 //    compare-and-swap and reports one struct idle_event in the ring buffer
 //    idle_events, so user space holds the background again. Foreground TCP
@@ -144,7 +145,15 @@ struct idle_gate {
 	__u32 open;   // 1: background released, report the next foreground packet
 	__u32 rtt_us;  // EWMA (gain 1/8) of foreground TCP sockets' minimum RTT, µs
 	__u32 srtt_us; // ... of their smoothed RTT, µs
+	__u32 pad;
+	__u64 last_full_ns; // ... of the last foreground packet of at least IDLE_FULL_LEN bytes
 };
+
+// IDLE_FULL_LEN: a foreground packet this long is a busy sender's (a TCP
+// segment, a GSO packet), not a probe's or a ping's: user space lengthens
+// the PI to span the gap to a busy sender's next one while these come
+// (netsched's gate spacing).
+#define IDLE_FULL_LEN 1000
 
 // idle_event reports foreground on an open gate.
 struct idle_event {
@@ -517,7 +526,7 @@ static __always_inline void ewma(__u32 *avg, __u32 sample)
 // packet whose class has lane_flags flags (0: unclassified, the default
 // lane), and reports the foreground packet that closes an open gate. rtt
 // are the RTTs of the packet's TCP socket (zeros if unknown).
-static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 flags, struct rtts rtt)
+static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 flags, struct rtts rtt, __u32 len)
 {
 	struct idle_key key = {.ifindex = ifindex, .dir = dir};
 	__u32 *slot = bpf_map_lookup_elem(&idle_slot, &key);
@@ -536,6 +545,8 @@ static __always_inline void idle_account(__u32 ifindex, __u32 dir, __u32 flags, 
 		return;
 	}
 	g->last_fg_ns = now;
+	if (len >= IDLE_FULL_LEN)
+		g->last_full_ns = now;
 	__sync_fetch_and_add(&g->fg_pkts, 1);
 	ewma(&g->rtt_us, rtt.min);
 	ewma(&g->srtt_us, rtt.srtt);
@@ -723,7 +734,7 @@ int lanes_egress(struct __sk_buff *skb)
 	if (flags & LANE_F_MARK_LE)
 		mark_le(skb);
 	struct rtts rtt = rtts_of(sk);
-	idle_account(skb->ifindex, DIR_EGRESS, flags, rtt);
+	idle_account(skb->ifindex, DIR_EGRESS, flags, rtt, skb->len);
 	lane_rtt_account(cls, rtt);
 	rx_egress(skb, sk, cls, rtt);
 	return TC_ACT_OK;
@@ -871,7 +882,7 @@ int lanes_ingress(struct __sk_buff *skb)
 			if (pc) {
 				__u32 c = *pc;
 				skb->priority = c;
-				idle_account(skb->ifindex, DIR_INGRESS, lane_flags_of(c), (struct rtts){});
+				idle_account(skb->ifindex, DIR_INGRESS, lane_flags_of(c), (struct rtts){}, skb->len);
 				return TC_ACT_UNSPEC;
 			}
 		}
@@ -887,9 +898,9 @@ int lanes_ingress(struct __sk_buff *skb)
 		if (cls)
 			skb->priority = cls;
 	}
-	idle_account(skb->ifindex, DIR_INGRESS, cls ? lane_flags_of(cls) : 0, rtt);
+	idle_account(skb->ifindex, DIR_INGRESS, cls ? lane_flags_of(cls) : 0, rtt, skb->len);
 	return TC_ACT_UNSPEC;
 out:
-	idle_account(skb->ifindex, DIR_INGRESS, 0, (struct rtts){});
+	idle_account(skb->ifindex, DIR_INGRESS, 0, (struct rtts){}, skb->len);
 	return TC_ACT_UNSPEC;
 }

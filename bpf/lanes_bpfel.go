@@ -19,16 +19,17 @@ type LanesCcName struct {
 }
 
 type LanesIdleGate struct {
-	_        structs.HostLayout
-	LastFgNs uint64
-	LastBgNs uint64
-	FgPkts   uint64
-	BgPkts   uint64
-	Events   uint64
-	Open     uint32
-	RttUs    uint32
-	SrttUs   uint32
-	_        [4]byte
+	_          structs.HostLayout
+	LastFgNs   uint64
+	LastBgNs   uint64
+	FgPkts     uint64
+	BgPkts     uint64
+	Events     uint64
+	Open       uint32
+	RttUs      uint32
+	SrttUs     uint32
+	Pad        uint32
+	LastFullNs uint64
 }
 
 type LanesIdleKey struct {

@@ -343,11 +343,26 @@ func (c *Controller) applyRTT() {
 	pi := c.policy.FromRTT(c.rtt)
 	for _, gc := range c.gates {
 		gc.pi = pi
-		gc.m.SetPI(pi)
+		gc.m.SetPI(gc.machinePI())
 		if gc.held {
 			gc.check = deadlineOf(gc.m)
 		}
 	}
+}
+
+// machinePI is the PI the gate's machine runs: the policy's (gc.pi), or
+// the gate's spacing where that is longer (Spacer). The policy's own
+// state (Adaptive's window, Auto's RTT multiple) keeps gc.pi. Callers
+// hold c.mu.
+func (gc *gateCtl) machinePI() time.Duration {
+	pi := gc.pi
+	if pi == 0 || pi == Infinite {
+		return pi
+	}
+	if s, ok := gc.g.(Spacer); ok {
+		pi = max(pi, s.Spacing())
+	}
+	return pi
 }
 
 // deadlineOf is when a held gate's PI must be checked; 0 for never.
@@ -456,7 +471,7 @@ func (c *Controller) event(e Event) {
 	gc.m.Step(time.Duration(base), EvF)
 	w := c.policy.Adapt(Window{gc.pi, gc.steady}, prior, gap)
 	gc.pi, gc.steady = w.PI, w.Steady
-	gc.m.SetPI(gc.pi)
+	gc.m.SetPI(gc.machinePI())
 	gc.m.Step(time.Duration(base), EvI)
 	gc.lastLF = base
 	gc.held, gc.retry = true, 0
@@ -468,7 +483,7 @@ func (c *Controller) event(e Event) {
 	gc.nReact++
 	gc.reactHist.observe(time.Duration(max(held-at, 0)))
 	gc.check = deadlineOf(gc.m)
-	pi = gc.pi
+	pi = gc.m.PI()
 	c.mu.Unlock()
 	c.notify(gc, true, pi, ReasonForeground, held)
 }
@@ -493,7 +508,7 @@ func (c *Controller) checkPI(gc *gateCtl, now Mono) {
 		gc.m.Step(at, EvF)
 		w := c.policy.Adapt(Window{gc.pi, gc.steady}, prior, time.Duration(lf-gc.lastLF))
 		gc.pi, gc.steady = w.PI, w.Steady
-		gc.m.SetPI(gc.pi)
+		gc.m.SetPI(gc.machinePI())
 		gc.m.Step(at, EvI)
 		gc.lastLF = lf
 	}
@@ -513,7 +528,7 @@ func (c *Controller) release(gc *gateCtl) {
 	err := gc.g.Release()
 	now := c.now()
 	c.mu.Lock()
-	wasHeld, pi := gc.held, gc.pi
+	wasHeld, pi := gc.held, gc.machinePI()
 	defer func() {
 		c.mu.Unlock()
 		if err == nil && wasHeld {
@@ -575,7 +590,8 @@ type GateStats struct {
 	State string `json:"state"`
 	// Held tells whether the gate holds its background now.
 	Held bool `json:"held"`
-	// PI is the current PI length (Infinite is 1<<63-1).
+	// PI is the current PI length (Infinite is 1<<63-1): the policy's,
+	// or the gate's spacing where that is longer (Spacer).
 	PI time.Duration `json:"pi_ns"`
 	// Time is the time spent in each state since Run started (until it
 	// ended). Held time counts as in_pi.
@@ -669,7 +685,7 @@ func (c *Controller) Stats() []GateStats {
 			Name:           gc.name,
 			State:          m.State().String(),
 			Held:           gc.held,
-			PI:             gc.pi,
+			PI:             gc.machinePI(),
 			Time:           StateTimes{Idle: t[Idle], Foreground: t[Foreground], Background: t[Background], InPI: t[InPI]},
 			Preemptions:    m.Count(Background, EvF),
 			ForegroundIdle: m.Count(Idle, EvF),

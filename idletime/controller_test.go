@@ -30,6 +30,13 @@ type fakeGate struct {
 	holds, releases     []Mono
 	lf, lb              Mono
 	holdErr, releaseErr error
+	spacing             time.Duration // Spacer's; 0: no floor
+}
+
+func (g *fakeGate) Spacing() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.spacing
 }
 
 func (g *fakeGate) Name() string { return g.name }
@@ -245,6 +252,36 @@ func TestControllerScenarios(t *testing.T) {
 			}
 			if h := s.ReactionHist; h.Count != 1 || h.Sum != s.Reaction.Max {
 				t.Errorf("reaction histogram %+v, want the one sample (%v)", h, s.Reaction.Max)
+			}
+		}},
+		{"a gate's spacing lengthens a shorter PI, never one of 0", Policy{PI: 5 * ms}, func(t *testing.T, h *harness) {
+			g := h.gates[0]
+			g.set(func(g *fakeGate) { g.spacing = 80 * ms })
+			h.fire(0)
+			fired := time.Now()
+			waitFor(t, "hold", g.isHeld)
+			if s := h.stats(0); s.PI != 80*ms {
+				t.Errorf("PI %v while held with spacing 80ms, want 80ms", s.PI)
+			}
+			waitFor(t, "release", func() bool { return !g.isHeld() })
+			if d := time.Since(fired); d < 80*ms {
+				t.Errorf("released %v after the foreground, want at least the spacing, 80ms", d)
+			}
+			// Spacing below the PI: the PI.
+			g.set(func(g *fakeGate) { g.spacing = time.Millisecond })
+			h.fire(0)
+			waitFor(t, "second hold", func() bool { h, _ := g.calls(); return h == 2 })
+			if s := h.stats(0); s.PI != 5*ms {
+				t.Errorf("PI %v with spacing 1ms, want the policy's 5ms", s.PI)
+			}
+		}},
+		{"PI 0 ignores the spacing", Policy{}, func(t *testing.T, h *harness) {
+			g := h.gates[0]
+			g.set(func(g *fakeGate) { g.spacing = time.Second })
+			h.fire(0)
+			waitFor(t, "re-arm", func() bool { _, r := g.calls(); return r == 2 })
+			if holds, _ := g.calls(); holds != 0 || h.stats(0).PI != 0 {
+				t.Errorf("holds %d, PI %v; want no hold and PI 0", holds, h.stats(0).PI)
 			}
 		}},
 		{"PI 0 never holds", Policy{}, func(t *testing.T, h *harness) {

@@ -31,6 +31,21 @@ type Gate interface {
 	LastBackground() (Mono, error)
 }
 
+// A Spacer is a Gate whose foreground, while it keeps the resource busy,
+// may come with gaps longer than a short PI: a network direction shaped
+// at rate R passes one packet of S bytes every 8S/R, and at a few Mbit/s
+// that is longer than the default 5 ms. A PI shorter than those gaps
+// expires inside a foreground burst, and the background is served in
+// every gap: seed 003's PI spans the gaps within a burst, so that a burst
+// is preempted at most once. Spacing is the shortest PI that spans them
+// now (0: no floor); the Controller never holds a gate for less, except
+// under a PI of 0 (a plain priority queue, no hold at all). It is called
+// from the Controller's goroutine with its lock held, so it must not
+// block or call back into the Controller.
+type Spacer interface {
+	Spacing() time.Duration
+}
+
 // Event is the kernel's report that foreground activity started on a gate
 // while its background work was released.
 type Event struct {

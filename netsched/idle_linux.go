@@ -77,10 +77,11 @@ type gateMem struct {
 	FgPkts uint64
 	BgPkts uint64
 	Events uint64
-	Open   uint32
-	RttUs  uint32
-	SrttUs uint32
-	_      uint32
+	Open     uint32
+	RttUs    uint32
+	SrttUs   uint32
+	_        uint32
+	LastFull uint64 // the last foreground packet of at least IDLE_FULL_LEN bytes
 }
 
 // The layout must match the generated struct exactly.
@@ -89,7 +90,7 @@ var (
 	_ [unsafe.Sizeof(lanesbpf.LanesIdleGate{}) - unsafe.Sizeof(gateMem{})]byte
 )
 
-const gateStride = unsafe.Sizeof(gateMem{}) // array elements are 8-byte aligned; 56 is a multiple of 8
+const gateStride = unsafe.Sizeof(gateMem{}) // array elements are 8-byte aligned; 64 is a multiple of 8
 
 // idleEvent is struct idle_event.
 type idleEvent struct {
@@ -132,9 +133,40 @@ type netGate struct {
 	held    bool
 	heldAt  idletime.Mono // when the last hold's netlink batch was acknowledged
 	closed  bool
+
+	// spacing is Spacing's answer (ns), set from the direction's link
+	// rate whenever that changes (syncIdle, changeLink).
+	spacing atomic.Int64
 }
 
-var _ idletime.Gate = (*netGate)(nil)
+var (
+	_ idletime.Gate   = (*netGate)(nil)
+	_ idletime.Spacer = (*netGate)(nil)
+)
+
+// Spacing is the shortest PI that spans the gaps of a foreground keeping
+// the direction busy at its current rate (gateSpacing), while a busy
+// sender's packets come: a foreground packet of at least fullPacket bytes
+// passed within that span. Without one (probes, pings, ACKs alone) it is
+// 0: small packets a few milliseconds apart leave the link idle, and
+// stretching the PI after each would hold the background off it.
+func (g *netGate) Spacing() time.Duration {
+	floor := time.Duration(g.spacing.Load())
+	full := idletime.Mono(atomic.LoadUint64(&g.mem.LastFull))
+	if floor == 0 || full == 0 || monoNow()-full >= idletime.Mono(floor) {
+		return 0
+	}
+	return floor
+}
+
+// fullPacket is IDLE_FULL_LEN in lanes.c.
+const fullPacket = 1000
+
+// setSpacing sets the gate's spacing for the direction's link rate under
+// plan p.
+func (g *netGate) setSpacing(rate uint64, p Plan) {
+	g.spacing.Store(int64(gateSpacing(rate, segmentCap(p.Rate))))
+}
 
 // Name is "iface/egress" or "iface/ingress".
 func (g *netGate) Name() string { return g.name }
@@ -430,6 +462,7 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 	if err := st.gates[dirEgress].configure(dev, p, uploadFloor(dev, st)); err != nil {
 		return err
 	}
+	st.gates[dirEgress].setSpacing(e.linkOf(p, false), p)
 	if !p.Ingress {
 		err := e.removeGate(st.gates[dirIngress])
 		st.gates[dirIngress] = nil
@@ -446,7 +479,11 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 		}
 		st.gates[dirIngress] = g
 	}
-	return st.gates[dirIngress].configure(ifb, p, ingressFloor(dev, st))
+	if err := st.gates[dirIngress].configure(ifb, p, ingressFloor(dev, st)); err != nil {
+		return err
+	}
+	st.gates[dirIngress].setSpacing(e.linkOf(p, true), p)
+	return nil
 }
 
 // closeGates removes an interface's gates.

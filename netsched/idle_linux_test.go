@@ -192,6 +192,13 @@ func connect(t *testing.T, fd int, sa unix.Sockaddr) {
 // receiver in dst on port and writes until stopped.
 func tcpBulk(t *testing.T, tp *topo, port int, prio uint32) (stop func()) {
 	t.Helper()
+	return tcpBulkCC(t, tp, port, prio, "")
+}
+
+// tcpBulkCC is tcpBulk with congestion control cc ("": the host's
+// default).
+func tcpBulkCC(t *testing.T, tp *topo, port int, prio uint32, cc string) (stop func()) {
+	t.Helper()
 	ln := nsSocket(t, tp.dst, unix.SOCK_STREAM, 0)
 	_ = unix.SetsockoptInt(ln, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	if err := unix.Bind(ln, inet4(dstAddr, port)); err != nil {
@@ -201,6 +208,11 @@ func tcpBulk(t *testing.T, tp *topo, port int, prio uint32) (stop func()) {
 		t.Fatal(err)
 	}
 	cli := nsSocket(t, tp.src, unix.SOCK_STREAM, prio)
+	if cc != "" {
+		if err := unix.SetsockoptString(cli, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil {
+			t.Skipf("congestion control %s: %v", cc, err)
+		}
+	}
 	connect(t, cli, inet4(dstAddr, port))
 	var conn atomic.Int64
 	conn.Store(-1)

@@ -32,6 +32,35 @@ func segmentCap(rate uint64) uint32 {
 	return uint32(min(max(rate/8*SegmentTime/1000, minSegment), superPacket))
 }
 
+// Idletime gate spacing (idletime.Spacer). A foreground that keeps a
+// shaped direction busy hands its qdisc about one packet per packet time
+// at the direction's rate, and a TCP sender's packets are GSO packets of
+// up to the segment bound lanes sets (segmentCap: at least two full
+// packets, as TCP builds them, tcp_min_tso_segs). At a few Mbit/s that
+// gap is longer than the default 5 ms PI, which then expires between two
+// foreground packets and lets the background go in every gap: on S2's
+// T-Mobile LTE trace under rate = "auto" the background took 0.13-0.19
+// Mbit/s beside a foreground of 3.4-3.6 with a 5 ms PI, and 0.01 with
+// 20 ms (docs/BENCHMARKS.md). While such packets come (a foreground
+// packet of at least fullPacket bytes within the span), a gate's PI spans
+// spacingPackets of the largest at the direction's current rate, at most
+// maxSpacing; small packets alone (probes, pings) keep the policy's PI.
+const (
+	spacingPackets = 2
+	maxSpacing     = 100 * time.Millisecond
+)
+
+// gateSpacing is the shortest PI that spans the gaps of a foreground
+// keeping a direction busy at rate (bits/s), whose packets are at most
+// segment bytes; 0 for rate 0 (nothing shaped).
+func gateSpacing(rate uint64, segment uint32) time.Duration {
+	if rate == 0 {
+		return 0
+	}
+	d := time.Duration(spacingPackets * uint64(segment) * 8 * uint64(time.Second) / rate)
+	return min(d, maxSpacing)
+}
+
 // bounded returns s with every limit above c lowered to c (GRO only with
 // ingress shaping).
 func (s SegmentSizes) bounded(c uint32, ingress bool) SegmentSizes {

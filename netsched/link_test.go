@@ -3,6 +3,7 @@ package netsched
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLinkFactsWarnings(t *testing.T) {
@@ -38,6 +39,30 @@ func TestLinkFactsWarnings(t *testing.T) {
 			m := LinkFacts{Iface: "eth0", Sizes: tt.f.Sizes, Warnings: got, Rate: tt.rate}.Mechanism()
 			if m.Preferred != (len(got) == 0) || !m.OK || m.Resource != "net link eth0" {
 				t.Errorf("Mechanism %+v for warnings %q", m, got)
+			}
+		})
+	}
+}
+
+// gateSpacing spans two of the largest packets lanes lets TCP build at
+// the plan's rate, sent at the direction's current rate, up to 100 ms.
+func TestGateSpacing(t *testing.T) {
+	tests := []struct {
+		name       string
+		rate, plan uint64
+		want       time.Duration
+	}{
+		{"nothing shaped", 0, 27_000_000, 0},
+		{"at the plan's rate: two 1 ms segments", 27_000_000, 27_000_000, 2 * time.Millisecond},
+		{"the plan's segments at 2 Mbit/s", 2_000_000, 27_000_000, 27 * time.Millisecond},
+		{"a slow plan: two full packets each", 2_000_000, 2_000_000, 2 * 2 * MTU * 8 * time.Second / 2_000_000},
+		{"bounded at 100 ms", 250_000, 27_000_000, 100 * time.Millisecond},
+		{"64 KiB segments at 1 Gbit/s", 1_000_000_000, 100_000_000_000, 2 * 65536 * 8 * time.Second / 1_000_000_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := gateSpacing(tt.rate, segmentCap(tt.plan)); got != tt.want {
+				t.Errorf("gateSpacing(%d, segmentCap(%d)) = %v, want %v", tt.rate, tt.plan, got, tt.want)
 			}
 		})
 	}

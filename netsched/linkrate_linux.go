@@ -141,6 +141,9 @@ func (e *Enforcer) changeLink(iface string, download bool) error {
 			return err
 		}
 	}
+	if g := st.gates[dirIndex(download)]; g != nil {
+		g.setSpacing(rate, st.plan)
+	}
 	return nil
 }
 

@@ -72,11 +72,11 @@ const (
 // gateMem is struct idle_gate as the program writes it; the gates access
 // it through the mmap of the idle_gates array with atomic operations.
 type gateMem struct {
-	LastFg uint64
-	LastBg uint64
-	FgPkts uint64
-	BgPkts uint64
-	Events uint64
+	LastFg   uint64
+	LastBg   uint64
+	FgPkts   uint64
+	BgPkts   uint64
+	Events   uint64
 	Open     uint32
 	RttUs    uint32
 	SrttUs   uint32

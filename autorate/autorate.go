@@ -105,6 +105,19 @@ var Defaults = Config{
 	Interval:     100 * time.Millisecond,
 }
 
+// Queue is about how much queue the law leaves standing at a direction's
+// bottleneck while it is loaded: the follow law's Target on the upload,
+// else Threshold, the rise over the baseline it tolerates before it cuts.
+// (The daemon tells the idletime gates, whose PI spans it: a background
+// released sooner takes capacity the foreground's queue still holds.)
+func (c Config) Queue(dir Dir) time.Duration {
+	c = c.withDefaults()
+	if c.Follow && dir == Egress {
+		return c.Target
+	}
+	return c.Threshold
+}
+
 func (c Config) withDefaults() Config {
 	d := Defaults
 	if c.Threshold == 0 {

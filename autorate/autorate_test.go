@@ -517,3 +517,28 @@ func TestOutage(t *testing.T) {
 		t.Errorf("rate back at 90 %% %v after the link returned, want within 3 s", back)
 	}
 }
+
+// Queue is the follow law's target on the upload, and the threshold
+// otherwise (either law's download, the ceiling law's upload), with the
+// defaults for what is unset.
+func TestQueue(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		dir  Dir
+		want time.Duration
+	}{
+		{"ceiling law, defaults", Config{}, Egress, Defaults.Threshold},
+		{"ceiling law, its threshold", Config{Threshold: 15 * time.Millisecond}, Egress, 15 * time.Millisecond},
+		{"follow law, default target", Config{Follow: true}, Egress, Defaults.Target},
+		{"follow law, its target", Config{Follow: true, Target: 40 * time.Millisecond}, Egress, 40 * time.Millisecond},
+		{"follow law, the download", Config{Follow: true, Target: 40 * time.Millisecond, Threshold: 12 * time.Millisecond}, Ingress, 12 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.cfg.Queue(tt.dir); got != tt.want {
+				t.Errorf("Queue(%v) = %v, want %v", tt.dir, got, tt.want)
+			}
+		})
+	}
+}

@@ -111,6 +111,16 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 			}
 		}
 	}
+	// The bottleneck is beyond lanes, and the law leaves about its queue
+	// standing there: the idletime gates hold the background that long
+	// after the foreground's packets (netsched.SetBottleneckQueue).
+	for _, dir := range []autorate.Dir{autorate.Egress, autorate.Ingress} {
+		if a.Law.Max[dir] != 0 {
+			if err := e.SetBottleneckQueue(dir == autorate.Ingress, a.Law.Queue(dir)); err != nil {
+				d.logf("net auto: the idletime gates of the %s: %v", dirName(dir), err)
+			}
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &autoRun{cancel: cancel, done: make(chan struct{}), pinger: pinger}
 	if a.Delivery && a.Law.Max[autorate.Egress] != 0 {

@@ -68,6 +68,9 @@ type Enforcer struct {
 	// link holds the auto rate's link rates (linkrate_linux.go) by
 	// direction, 0: the plan's.
 	link [2]uint64
+	// bneckQ is, by direction, the queue the link's controller holds at
+	// a bottleneck beyond lanes (SetBottleneckQueue), 0: none known.
+	bneckQ [2]time.Duration
 	// quietTC silences the tc change lines (tcLogf) while the link rate
 	// moves: the controller publishes its decisions instead.
 	quietTC bool

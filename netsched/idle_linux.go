@@ -163,9 +163,10 @@ func (g *netGate) Spacing() time.Duration {
 const fullPacket = 1000
 
 // setSpacing sets the gate's spacing for the direction's link rate under
-// plan p.
-func (g *netGate) setSpacing(rate uint64, p Plan) {
-	g.spacing.Store(int64(gateSpacing(rate, segmentCap(p.Rate))))
+// plan p and the queue the link's controller holds at a bottleneck beyond
+// lanes (SetBottleneckQueue).
+func (g *netGate) setSpacing(rate uint64, p Plan, queue time.Duration) {
+	g.spacing.Store(int64(min(max(gateSpacing(rate, segmentCap(p.Rate)), queue), maxSpacing)))
 }
 
 // Name is "iface/egress" or "iface/ingress".
@@ -462,7 +463,7 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 	if err := st.gates[dirEgress].configure(dev, p, uploadFloor(dev, st)); err != nil {
 		return err
 	}
-	st.gates[dirEgress].setSpacing(e.linkOf(p, false), p)
+	st.gates[dirEgress].setSpacing(e.linkOf(p, false), p, e.bneckQ[dirEgress])
 	if !p.Ingress {
 		err := e.removeGate(st.gates[dirIngress])
 		st.gates[dirIngress] = nil
@@ -482,7 +483,7 @@ func (e *Enforcer) syncIdle(dev netlink.Link, st *ifaceState, p Plan) error {
 	if err := st.gates[dirIngress].configure(ifb, p, ingressFloor(dev, st)); err != nil {
 		return err
 	}
-	st.gates[dirIngress].setSpacing(e.linkOf(p, true), p)
+	st.gates[dirIngress].setSpacing(e.linkOf(p, true), p, e.bneckQ[dirIngress])
 	return nil
 }
 

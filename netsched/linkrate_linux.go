@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -65,13 +66,48 @@ func (e *Enforcer) LinkRate(download bool) uint64 {
 	return 0
 }
 
-// RestoreLinkRates puts the plans' link rates back in both directions.
+// SetBottleneckQueue tells the idletime gates of a direction that its
+// bottleneck lies beyond lanes and holds about queue of the foreground
+// there (rate = "auto": the queue its law steers to; 0: none known).
+// After the foreground's last packet the bottleneck is still busy with
+// what it queued for about that long, so while the foreground sends full
+// packets a gate's PI spans at least queue (at most 100 ms, as the
+// spacing): a background released earlier would take the bottleneck's
+// capacity from the foreground, not idle capacity.
+func (e *Enforcer) SetBottleneckQueue(download bool, queue time.Duration) error {
+	if queue < 0 {
+		return fmt.Errorf("bottleneck queue %v is negative", queue)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d := dirIndex(download)
+	e.bneckQ[d] = queue
+	for _, name := range e.shapedLocked(download) {
+		st := e.ifaces[name]
+		if g := st.gates[d]; g != nil {
+			g.setSpacing(e.linkOf(st.plan, download), st.plan, queue)
+		}
+	}
+	return nil
+}
+
+// RestoreLinkRates puts the plans' link rates back in both directions,
+// and forgets the bottleneck queues (SetBottleneckQueue).
 func (e *Enforcer) RestoreLinkRates() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
 	for _, download := range []bool{false, true} {
 		d := dirIndex(download)
+		if e.bneckQ[d] != 0 {
+			e.bneckQ[d] = 0
+			for _, name := range e.shapedLocked(download) {
+				st := e.ifaces[name]
+				if g := st.gates[d]; g != nil {
+					g.setSpacing(e.linkOf(st.plan, download), st.plan, 0)
+				}
+			}
+		}
 		if e.link[d] == 0 {
 			continue
 		}
@@ -142,7 +178,7 @@ func (e *Enforcer) changeLink(iface string, download bool) error {
 		}
 	}
 	if g := st.gates[dirIndex(download)]; g != nil {
-		g.setSpacing(rate, st.plan)
+		g.setSpacing(rate, st.plan, e.bneckQ[dirIndex(download)])
 	}
 	return nil
 }

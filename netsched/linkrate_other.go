@@ -13,6 +13,12 @@ func (e *Enforcer) SetLinkRate(download bool, rate uint64) error { return errUns
 // LinkRate returns a direction's link rate now (Linux only).
 func (e *Enforcer) LinkRate(download bool) uint64 { return 0 }
 
+// SetBottleneckQueue tells the idletime gates of the queue at a
+// bottleneck beyond lanes (Linux only).
+func (e *Enforcer) SetBottleneckQueue(download bool, queue time.Duration) error {
+	return errUnsupported
+}
+
 // RestoreLinkRates puts the plans' link rates back (Linux only).
 func (e *Enforcer) RestoreLinkRates() error { return errUnsupported }
 

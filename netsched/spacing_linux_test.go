@@ -51,6 +51,23 @@ func TestIdleSpacing(t *testing.T) {
 	if got := time.Duration(g.spacing.Load()); got != gateSpacing(50_000_000, segmentCap(50_000_000)) {
 		t.Errorf("spacing back at the plan's rate: %v, want %v", got, gateSpacing(50_000_000, segmentCap(50_000_000)))
 	}
+	// A bottleneck beyond lanes that holds 30 ms of the foreground: the
+	// spacing spans it, until the link rates are restored.
+	if err := e.SetBottleneckQueue(false, 30*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(g.spacing.Load()); got != 30*time.Millisecond {
+		t.Errorf("spacing with a 30 ms bottleneck queue at the plan's rate: %v, want 30ms", got)
+	}
+	if err := e.SetBottleneckQueue(false, -time.Millisecond); err == nil {
+		t.Error("SetBottleneckQueue took a negative queue")
+	}
+	if err := e.RestoreLinkRates(); err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(g.spacing.Load()); got != gateSpacing(50_000_000, segmentCap(50_000_000)) {
+		t.Errorf("spacing after RestoreLinkRates: %v, want %v (no bottleneck queue)", got, gateSpacing(50_000_000, segmentCap(50_000_000)))
+	}
 	if err := e.SetLinkRate(false, rate); err != nil {
 		t.Fatal(err)
 	}

@@ -580,6 +580,17 @@ func TestNetworkAutoRateDelivery(t *testing.T) {
 			}
 			t.Cleanup(func() { cl.Process.Kill(); cl.Wait() })
 			time.Sleep(time.Until(step) - 500*time.Millisecond)
+			// The upload is busy: the upload gate's PI spans the queue
+			// the law leaves at the bottleneck (asserted below, with the
+			// timing).
+			var st api.Status
+			e.lanesJSON(&st, "status")
+			var upPI time.Duration
+			for _, g := range st.Idletime {
+				if strings.HasSuffix(g.Name, "/egress") {
+					upPI = g.PI
+				}
+			}
 			var before []string
 			for _, d := range e.autoDecisions(t, "10s") {
 				if d.Payload.Why != "" {
@@ -633,6 +644,13 @@ func TestNetworkAutoRateDelivery(t *testing.T) {
 			}
 			if first.Payload.Why != c.first {
 				t.Errorf("first decrease %q at +%v, want %q", first.Payload.Why, first.Time.Sub(step), c.first)
+			}
+			wantPI := 10 * time.Millisecond // the threshold
+			if c.law == "follow" {
+				wantPI = 20 * time.Millisecond // the target
+			}
+			if upPI != wantPI {
+				t.Errorf("the upload gate's PI %v while the upload is busy, want the law's queue at the bottleneck, %v", upPI, wantPI)
 			}
 			if c.law == "follow" {
 				// It follows the link rather than cutting below it and

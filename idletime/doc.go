@@ -21,7 +21,9 @@
 //     lane.ParsePI.
 //   - Controller, which drives resources' Gates — the kernel mechanism
 //     that holds and releases a resource's background work — from the
-//     foreground Events the kernel reports, and reports GateStats.
+//     foreground Events the kernel reports, and reports GateStats. A
+//     Gate that is also a Spacer (a slow network direction) sets a floor
+//     under the PI while its foreground is busy.
 //
 // netsched provides gates for network interface directions, diskidle for
 // block devices; the daemon runs the Controller. Times from the kernel are

@@ -169,7 +169,7 @@ func TestIdleSpacingSparse(t *testing.T) {
 	udpSink(t, tp.dst, dstAddr, 6401, 0)
 	udpSink(t, tp.dst, dstAddr, 6402, 0)
 	fg := nsSocket(t, tp.src, unix.SOCK_DGRAM, 0)
-	small := make([]byte, 100)
+	small := make([]byte, fullPacket/10) // 100 bytes: not a busy sender's
 	stopFg := loop(t, func() {
 		_ = unix.Sendto(fg, small, 0, inet4(dstAddr, 6402))
 		time.Sleep(10 * time.Millisecond)

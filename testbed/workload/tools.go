@@ -39,6 +39,51 @@ func server(ctx context.Context, ns string, argv ...string) (func(), error) {
 	}, nil
 }
 
+// iperfServer starts an iperf3 server (-1 -J) in ns. stop kills and
+// reaps it; interrupt stops it with SIGINT, on which iperf3 still prints
+// its JSON with the intervals it measured, and returns that output.
+func iperfServer(ctx context.Context, ns string, argv ...string) (stop func(), interrupt func() []byte, err error) {
+	cmd := netns.Command(ctx, ns, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	stop = func() {
+		cmd.Process.Kill()
+		<-done
+	}
+	interrupt = func() []byte {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(iperfInterruptWait):
+			cmd.Process.Kill()
+			<-done
+		}
+		return stdout.Bytes()
+	}
+	return stop, interrupt, nil
+}
+
+// iperfInterruptWait is how long an interrupted iperf3 server has to
+// print its output; the client is given up this much before the
+// workload's deadline.
+const iperfInterruptWait = 5 * time.Second
+
+// within is the intervals that start before d (the client's -t span).
+func (iv iperfIntervals) within(d time.Duration) iperfIntervals {
+	var out iperfIntervals
+	for _, i := range iv {
+		if i.Sum.Start < d.Seconds() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 func seconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
 }
@@ -112,11 +157,22 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 	port := strconv.Itoa(env.port(s))
 	// -J on the server too, so that --get-server-output returns JSON.
 	// Intervals of stallInterval, at the receiver, give the longest stall.
-	stop, err := server(ctx, srvNS, "iperf3", "-s", "-1", "-J", "-i", stallInterval, "-B", srvAddr.String(), "-p", port)
+	stop, interrupt, err := iperfServer(ctx, srvNS, "iperf3", "-s", "-1", "-J", "-i", stallInterval, "-B", srvAddr.String(), "-p", port)
 	if err != nil {
 		return Result{}, err
 	}
 	defer stop()
+	// The client is given up before the workload's deadline, so that an
+	// upload's receiver (the server) can still report what it measured:
+	// behind a link with seconds of queue and outages, the client's
+	// closing exchange on its control connection can wait longer than
+	// the deadline (S2 on the UMTS trace, without a shaper).
+	cctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(ctx, dl.Add(-iperfInterruptWait))
+		defer cancel()
+	}
 	argv := []string{"iperf3", "-J", "--get-server-output", "-i", stallInterval, "-c", srvAddr.String(), "-p", port, "-t", seconds(dur)}
 	if s.CC != "" && s.Protocol != "udp" {
 		argv = append(argv, "-C", s.CC)
@@ -137,7 +193,7 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 	// The server needs a moment to listen; retry a refused connection.
 	for attempt := 0; ; attempt++ {
 		time.Sleep(200 * time.Millisecond)
-		cmd := env.command(ctx, cliNS, argv...)
+		cmd := env.command(cctx, cliNS, argv...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err = cmd.Output()
@@ -147,8 +203,25 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 			break
 		}
 		msg := strings.TrimSpace(res.Error + " " + stderr.String())
-		if attempt < 3 && strings.Contains(msg, "refused") && ctx.Err() == nil {
+		if attempt < 3 && strings.Contains(msg, "refused") && cctx.Err() == nil {
 			continue
+		}
+		if cctx.Err() != nil && ctx.Err() == nil && s.Direction != "down" {
+			// Killed in its closing exchange: the receiver's own
+			// intervals over the run.
+			var srv struct {
+				Intervals iperfIntervals `json:"intervals"`
+			}
+			if json.Unmarshal(interrupt(), &srv) == nil {
+				recv := srv.Intervals.within(dur)
+				if bps, ok := recv.rate(s.Warmup); ok && recv[len(recv)-1].Sum.End >= dur.Seconds()-0.5 {
+					r := Result{Throughput: bps}
+					if s.Protocol != "udp" {
+						r.MaxStall = recv.stall()
+					}
+					return r, nil
+				}
+			}
 		}
 		return Result{}, fmt.Errorf("iperf3 %s: %v: %s", strings.Join(argv[1:], " "), err, msg)
 	}

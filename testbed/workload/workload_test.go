@@ -421,4 +421,14 @@ func TestIPerfStall(t *testing.T) {
 			t.Errorf("%s: stall %v, want %v", tt.name, got, tt.want)
 		}
 	}
+	// within keeps the intervals that start inside the client's span (a
+	// killed client's receiver goes on through the queue's drain).
+	for _, c := range []struct {
+		span time.Duration
+		want int
+	}{{0, 0}, {250 * time.Millisecond, 3}, {300 * time.Millisecond, 3}, {time.Second, 5}} {
+		if got := iv(1, 2, 3, 4, 5).within(c.span); len(got) != c.want {
+			t.Errorf("within(%v) of 5 intervals of 100 ms: %d, want %d", c.span, len(got), c.want)
+		}
+	}
 }

@@ -80,6 +80,12 @@ func (e *Enforcer) SetBottleneckQueue(download bool, queue time.Duration) error 
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.setBottleneckLocked(download, queue)
+	return nil
+}
+
+// setBottleneckLocked is SetBottleneckQueue's work. Callers hold e.mu.
+func (e *Enforcer) setBottleneckLocked(download bool, queue time.Duration) {
 	d := dirIndex(download)
 	e.bneckQ[d] = queue
 	for _, name := range e.shapedLocked(download) {
@@ -88,7 +94,6 @@ func (e *Enforcer) SetBottleneckQueue(download bool, queue time.Duration) error 
 			g.setSpacing(e.linkOf(st.plan, download), st.plan, queue)
 		}
 	}
-	return nil
 }
 
 // RestoreLinkRates puts the plans' link rates back in both directions,
@@ -100,13 +105,7 @@ func (e *Enforcer) RestoreLinkRates() error {
 	for _, download := range []bool{false, true} {
 		d := dirIndex(download)
 		if e.bneckQ[d] != 0 {
-			e.bneckQ[d] = 0
-			for _, name := range e.shapedLocked(download) {
-				st := e.ifaces[name]
-				if g := st.gates[d]; g != nil {
-					g.setSpacing(e.linkOf(st.plan, download), st.plan, 0)
-				}
-			}
+			e.setBottleneckLocked(download, 0)
 		}
 		if e.link[d] == 0 {
 			continue

@@ -30,15 +30,8 @@ type hideSpacing struct{ idletime.Gate }
 // background, against 1 or 2 holds and 0-0.6 %; on S2's cellular trace
 // the leak was 4-5 % of the foreground's rate).
 func TestIdleSpacing(t *testing.T) {
-	testutil.RequireRoot(t)
-	tp := newIdleTopo(t)
-	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}})
-	g := gates[dirEgress]
-	const rate = 2_000_000
-	if err := e.SetLinkRate(false, rate); err != nil {
-		t.Fatalf("SetLinkRate: %v", err)
-	}
-	want := gateSpacing(rate, segmentCap(50_000_000))
+	tp, e, g := slowUpload(t)
+	want := gateSpacing(slowRate, segmentCap(50_000_000))
 	if got := time.Duration(g.spacing.Load()); got != want || got < 20*time.Millisecond {
 		t.Fatalf("spacing at 2 Mbit/s under a 50 Mbit/s plan: %v, want %v", got, want)
 	}
@@ -68,7 +61,7 @@ func TestIdleSpacing(t *testing.T) {
 	if got := time.Duration(g.spacing.Load()); got != gateSpacing(50_000_000, segmentCap(50_000_000)) {
 		t.Errorf("spacing after RestoreLinkRates: %v, want %v (no bottleneck queue)", got, gateSpacing(50_000_000, segmentCap(50_000_000)))
 	}
-	if err := e.SetLinkRate(false, rate); err != nil {
+	if err := e.SetLinkRate(false, slowRate); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -87,15 +80,7 @@ func TestIdleSpacing(t *testing.T) {
 				if !spaced {
 					gate = hideSpacing{g}
 				}
-				c, err := idletime.NewController(idletime.Policy{PI: 5 * time.Millisecond}, []idletime.Gate{gate},
-					func() idletime.Mono { return idletime.Mono(monoclock.Now()) }, t.Logf)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rctx, rcancel := context.WithCancel(ctx)
-				done := make(chan error, 1)
-				go func() { done <- c.Run(rctx, evs) }()
-				defer func() { rcancel(); <-done }()
+				c := runPI5(t, ctx, evs, gate)
 				port++
 				stopFg := tcpBulkCC(t, tp, port, 0, cc)
 				defer stopFg()
@@ -111,7 +96,7 @@ func TestIdleSpacing(t *testing.T) {
 				time.Sleep(span)
 				b1, _ := classCounters(t, e, tp.srcIf, Egress, lane.Background)
 				f1, _ := classCounters(t, e, tp.srcIf, Egress, lane.Normal)
-				link := float64(rate) / 8 * span.Seconds()
+				link := float64(slowRate) / 8 * span.Seconds()
 				bgShare, fgShare := float64(b1-b0)/link, float64(f1-f0)/link
 				s := c.Stats()[0]
 				holds := s.Holds - h0
@@ -144,28 +129,14 @@ func TestIdleSpacing(t *testing.T) {
 // ping or a game) leaves a 2 Mbit/s link nearly idle: the gate keeps the
 // policy's PI after them, and the background gets the rest of the link.
 func TestIdleSpacingSparse(t *testing.T) {
-	testutil.RequireRoot(t)
-	tp := newIdleTopo(t)
-	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}})
-	g := gates[dirEgress]
-	const rate = 2_000_000
-	if err := e.SetLinkRate(false, rate); err != nil {
-		t.Fatalf("SetLinkRate: %v", err)
-	}
+	tp, e, g := slowUpload(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs, err := e.IdleEvents(ctx, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idletime.NewController(idletime.Policy{PI: 5 * time.Millisecond}, []idletime.Gate{g},
-		func() idletime.Mono { return idletime.Mono(monoclock.Now()) }, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, evs) }()
-	defer func() { cancel(); <-done }()
+	c := runPI5(t, ctx, evs, g)
 	udpSink(t, tp.dst, dstAddr, 6401, 0)
 	udpSink(t, tp.dst, dstAddr, 6402, 0)
 	fg := nsSocket(t, tp.src, unix.SOCK_DGRAM, 0)
@@ -183,7 +154,7 @@ func TestIdleSpacingSparse(t *testing.T) {
 	const span = 3 * time.Second
 	time.Sleep(span)
 	b1, _ := classCounters(t, e, tp.srcIf, Egress, lane.Background)
-	share := float64(b1-b0) / (float64(rate) / 8 * span.Seconds())
+	share := float64(b1-b0) / (float64(slowRate) / 8 * span.Seconds())
 	s := c.Stats()[0]
 	t.Logf("over %v at 2 Mbit/s beside 100-byte foreground datagrams every 10 ms: background %.3f of the link; PI %v, %d holds", span, share, s.PI, s.Holds)
 	if share < 0.5 {
@@ -192,6 +163,39 @@ func TestIdleSpacingSparse(t *testing.T) {
 	if s.PI != 5*time.Millisecond {
 		t.Errorf("PI %v after small packets only, want the policy's 5ms", s.PI)
 	}
+}
+
+// slowRate is the upload's link rate in the spacing tests: a slow link,
+// under a plan of 50 Mbit/s.
+const slowRate = 2_000_000
+
+// slowUpload is the idletime testbed with src's upload at slowRate, and its
+// upload gate.
+func slowUpload(t *testing.T) (*topo, *Enforcer, *netGate) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	tp := newIdleTopo(t)
+	e, gates := idleOn(t, tp.src, tp.srcIf, idletimeSpec{Lanes: []string{lane.Background}})
+	if err := e.SetLinkRate(false, slowRate); err != nil {
+		t.Fatalf("SetLinkRate: %v", err)
+	}
+	return tp, e, gates[dirEgress]
+}
+
+// runPI5 runs an idletime controller with a fixed 5 ms PI over gate and
+// the kernel's events evs until the test ends.
+func runPI5(t *testing.T, ctx context.Context, evs <-chan idletime.Event, gate idletime.Gate) *idletime.Controller {
+	t.Helper()
+	c, err := idletime.NewController(idletime.Policy{PI: 5 * time.Millisecond}, []idletime.Gate{gate},
+		func() idletime.Mono { return idletime.Mono(monoclock.Now()) }, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, evs) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
 }
 
 func ccName(cc string) string {

@@ -84,19 +84,22 @@ type Watch struct {
 	// network poller: the reader waits on it without a thread of its own
 	// blocked in epoll_wait (rd never blocks), and a deadline set on it
 	// wakes the reader from elsewhere (poke).
-	wake *os.File
-	bus  *events.Bus
-	logf func(string, ...any)
+	wake       *os.File
+	wakeClosed bool // by Close or publish's failure path only
+	bus        *events.Bus
+	logf       func(string, ...any)
 
 	forks      atomic.Bool
 	forkMu     sync.Mutex
 	stopFollow func()
 
 	lost      uint64 // last value of the kernel's lost counter seen
+	noPolling bool   // loadOptions.noPolling
 	closing   atomic.Bool
 	closeOnce sync.Once
 	quit      chan struct{}
-	done      chan struct{}
+	done      chan struct{} // closed when run has returned
+	lostDone  chan struct{} // closed when watchLost has returned
 	closeErr  error
 	// Counters (Stats).
 	execs, exits, forksRead, overflows atomic.Uint64
@@ -114,17 +117,20 @@ func Publish(bus *events.Bus, logf func(string, ...any)) (*Watch, error) {
 
 // loadOptions change the program for tests: the ring buffer's size in
 // bytes (a power of two, at least a page) and the wake-up delay; zero
-// keeps the program's.
+// keeps the program's. noPolling keeps the reader from reading on a
+// timer of its own during a storm, so that it reads only when woken or
+// poked, however busy the machine is with other processes.
 type loadOptions struct {
 	ringBytes uint32
 	wakeDelay time.Duration
+	noPolling bool
 }
 
 func publish(bus *events.Bus, logf func(string, ...any), o loadOptions) (*Watch, error) {
 	if err := Probe(); err != nil {
 		return nil, fmt.Errorf("process events (BPF): %w", err)
 	}
-	w := &Watch{bus: bus, logf: logf, quit: make(chan struct{}), done: make(chan struct{})}
+	w := &Watch{bus: bus, logf: logf, noPolling: o.noPolling, quit: make(chan struct{}), done: make(chan struct{}), lostDone: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -281,7 +287,7 @@ func (w *Watch) run() {
 		if !ok || w.closing.Load() {
 			return
 		}
-		if n > 0 {
+		if n > 0 && !w.noPolling {
 			// Records keep coming: read again after gather, on a timer
 			// of the reader's own, the program arming no wake-up.
 			setPolling(true)
@@ -354,6 +360,7 @@ func comm(b []int8) string {
 // watchLost publishes proc.overflow when the kernel's count of records
 // that found the ring buffer full rises.
 func (w *Watch) watchLost() {
+	defer close(w.lostDone)
 	t := time.NewTicker(lostEvery)
 	defer t.Stop()
 	for {
@@ -385,14 +392,21 @@ func (w *Watch) Close() error {
 		}
 		w.closing.Store(true)
 		close(w.quit)
-		w.closeErr = w.detach()
+		// No more records; closing wake ends the reader's wait. The
+		// reader and the lost counter's watcher end before the ring
+		// buffer and the maps they read are closed under them.
+		errs := []error{w.closeLinks(), w.closeWake()}
 		<-w.done
+		<-w.lostDone
+		errs = append(errs, w.detach())
+		if err := errors.Join(errs...); err != nil {
+			w.closeErr = fmt.Errorf("process events (BPF): close: %w", err)
+		}
 	})
 	return w.closeErr
 }
 
-// detach closes the links, the reader and the objects.
-func (w *Watch) detach() error {
+func (w *Watch) closeLinks() error {
 	var errs []error
 	for _, l := range w.links {
 		if err := l.Close(); err != nil {
@@ -400,23 +414,29 @@ func (w *Watch) detach() error {
 		}
 	}
 	w.links = nil
-	if w.wake != nil {
-		if err := w.wake.Close(); err != nil {
-			errs = append(errs, err)
-		}
+	return errors.Join(errs...)
+}
+
+// closeWake closes the wake-up file once. The field itself stays: the
+// reader and poke may still hold it, and a closed file only errs.
+func (w *Watch) closeWake() error {
+	if w.wake == nil || w.wakeClosed {
+		return nil
 	}
+	w.wakeClosed = true
+	return w.wake.Close()
+}
+
+// detach closes whatever of the links, the wake-up file, the reader and
+// the objects is still open; no goroutine may be using them.
+func (w *Watch) detach() error {
+	errs := []error{w.closeLinks(), w.closeWake()}
 	if w.rd != nil {
-		if err := w.rd.Close(); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, w.rd.Close())
+		w.rd = nil
 	}
-	if err := w.objs.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("process events (BPF): close: %w", err)
-	}
-	return nil
+	errs = append(errs, w.objs.Close())
+	return errors.Join(errs...)
 }
 
 // Mechanism is the `lanes doctor` line of this source while it runs.

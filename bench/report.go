@@ -40,6 +40,11 @@ type PhaseResult struct {
 	// SeriesStart is the emulator's time at the start of Link's Series
 	// (the phase's start, to its 100 ms).
 	SeriesStart time.Duration `json:"series_start_ns,omitempty"`
+	// LinkOrigin is the emulator's time the link's trace and schedule
+	// started from in this phase (its start, to its 100 ms;
+	// linkem.Emulator.Restart); 0 in runs from before it: their links
+	// started with the testbed.
+	LinkOrigin time.Duration `json:"link_origin_ns,omitempty"`
 	// Collected holds the outputs of the arm's collect commands.
 	Collected []json.RawMessage `json:"collected,omitempty"`
 }
@@ -378,10 +383,16 @@ func recovery(s *Scenario, p *PhaseResult, dir string) (time.Duration, bool) {
 		st = p.Link.Down
 	}
 	step := linkem.SeriesStep
+	// The schedule's returns and the trace count from the link's
+	// origin; the series from the emulator's start.
+	o := p.LinkOrigin
 	end := p.SeriesStart + time.Duration(len(st.Series))*step
-	returns := s.Returns(p.Variant, dir, p.SeriesStart+time.Second, end-recoveryTail)
+	returns := s.Returns(p.Variant, dir, p.SeriesStart-o+time.Second, end-o-recoveryTail)
 	if len(returns) == 0 || len(st.Series) == 0 {
 		return 0, false
+	}
+	for i := range returns {
+		returns[i] += o
 	}
 	c, err := s.LinkConfig(p.Variant, dir)
 	if err != nil {
@@ -390,7 +401,7 @@ func recovery(s *Scenario, p *PhaseResult, dir string) (time.Duration, bool) {
 	capacity := func(from, to time.Duration) float64 { // bytes
 		switch {
 		case c.Trace != nil:
-			return c.Trace.Capacity(from, to) / 8
+			return c.Trace.Capacity(from-o, to-o) / 8
 		default:
 			return float64(c.Rate) / 8 * (to - from).Seconds()
 		}

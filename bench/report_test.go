@@ -355,16 +355,20 @@ name = "none"
 		{2 * sec, 2 * sec},
 		{30 * sec, 8500 * time.Millisecond}, // never: the phase's end
 	} {
-		p := PhaseResult{Variant: "step", Phase: PhaseMixed, SeriesStart: 1500 * time.Millisecond}
-		p.Link.Up.Series = series(c.ramp)
-		got, ok := recovery(s, &p, "up")
-		if !ok {
-			t.Fatalf("ramp %v: no recovery measured", c.ramp)
-		}
-		// Windows are whole 100 ms buckets: a 500 ms window reaches 90 %
-		// up to 50 ms before the ramp ends.
-		if d := got - c.want; d < -100*time.Millisecond || d > 100*time.Millisecond {
-			t.Errorf("ramp %v: recovery %v, want %v", c.ramp, got, c.want)
+		// The same phase on a testbed whose link restarted 100 s after
+		// the emulator did (the phase's LinkOrigin): the same recovery.
+		for _, origin := range []time.Duration{0, 100 * sec} {
+			p := PhaseResult{Variant: "step", Phase: PhaseMixed, SeriesStart: origin + 1500*time.Millisecond, LinkOrigin: origin}
+			p.Link.Up.Series = series(c.ramp)
+			got, ok := recovery(s, &p, "up")
+			if !ok {
+				t.Fatalf("ramp %v, origin %v: no recovery measured", c.ramp, origin)
+			}
+			// Windows are whole 100 ms buckets: a 500 ms window reaches
+			// 90 % up to 50 ms before the ramp ends.
+			if d := got - c.want; d < -100*time.Millisecond || d > 100*time.Millisecond {
+				t.Errorf("ramp %v, origin %v: recovery %v, want %v", c.ramp, origin, got, c.want)
+			}
 		}
 	}
 	if _, ok := recovery(s, &PhaseResult{Variant: "flat", Link: linkem.Report{Up: linkem.DirStats{Series: series(0)}}}, "up"); ok {

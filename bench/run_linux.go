@@ -482,7 +482,13 @@ func (r *runner) phase(ctx context.Context, b *bed, p PhaseResult, idx []int,
 	if r.opts.LanesBin != "" {
 		gen = []string{r.opts.LanesBin, "bench", "gen"}
 	}
-	for _, em := range b.ems {
+	// The link's trace and schedule start afresh with the phase: an
+	// arm's set-up (a daemon's start) takes time the reference phases'
+	// does not, and the phases would meet different spans of the link.
+	for i, em := range b.ems {
+		if o := em.Restart(); i == 0 {
+			p.LinkOrigin = o // the series and the report are the first path's
+		}
 		em.ResetLateness()
 	}
 	before := b.ems[0].Stats()
@@ -536,8 +542,8 @@ func (r *runner) phase(ctx context.Context, b *bed, p PhaseResult, idx []int,
 	after := b.ems[0].Stats()
 	p.Link = linkem.Report{Up: delta(before.Up, after.Up), Down: delta(before.Down, after.Down)}
 	// The throughput series from the phase's start on, on the emulator's
-	// clock (the one its steps and outages count on).
-	first := int(p.Start.Sub(b.ems[0].Started()) / linkem.SeriesStep)
+	// clock (its steps and outages count from LinkOrigin on it).
+	first := int(p.LinkOrigin / linkem.SeriesStep)
 	p.SeriesStart = time.Duration(first) * linkem.SeriesStep
 	for _, st := range []*linkem.DirStats{&p.Link.Up, &p.Link.Down} {
 		st.Series = st.Series[min(first, len(st.Series)):]

@@ -190,7 +190,9 @@ func (t *Trace) MeanRate() float64 {
 // Schedule says when a link is down.
 type Schedule interface {
 	// NextUp returns the earliest time at or after d at which the link is
-	// up. Calls come with non-decreasing d from one goroutine.
+	// up. Calls come from one goroutine, with d non-decreasing except
+	// where the model's origin moved back (Model.SetOrigin): a schedule
+	// answers the same for the same d.
 	NextUp(d time.Duration) time.Duration
 }
 

@@ -37,6 +37,10 @@ type Emulator struct {
 	once  sync.Once
 
 	realtime bool
+	// origin is when the links' traces and schedules start, on the
+	// emulator's time (Restart); each direction's reader applies it to
+	// its model before the next arrival.
+	origin atomic.Int64
 }
 
 // latencySamples bounds the lateness samples kept per direction.
@@ -64,6 +68,7 @@ type direction struct {
 	free    [][]byte // packet buffers, reused: no allocation once warm
 
 	inPackets atomic.Uint64
+	origin    time.Duration // the model's origin (the reader's own copy)
 }
 
 // Start starts an emulator between a (the src side: packets read from a
@@ -191,6 +196,10 @@ func (d *direction) read() {
 			continue
 		}
 		now := d.e.now()
+		if o := time.Duration(d.e.origin.Load()); o != d.origin {
+			d.origin = o
+			d.model.SetOrigin(o)
+		}
 		v, due := d.model.Arrive(now, m)
 		d.mu.Lock()
 		d.stats.PacketsIn++
@@ -319,6 +328,17 @@ func (e *Emulator) Stats() Report {
 		}
 	}
 	return r
+}
+
+// Restart makes both directions' traces and schedules start afresh now,
+// to the SeriesStep below (so that Series buckets and the link's time
+// line up), and returns that time, the emulator's: a phase that starts
+// after a set-up of its own (a daemon, a warm-up) meets the link where a
+// phase without one does. Packets queued keep their delivery times.
+func (e *Emulator) Restart() time.Duration {
+	o := e.now().Truncate(SeriesStep)
+	e.origin.Store(int64(o))
+	return o
 }
 
 // ResetLateness forgets the lateness samples collected so far, so that

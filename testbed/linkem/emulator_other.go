@@ -30,6 +30,9 @@ func (e *Emulator) Stats() Report { return Report{} }
 // ResetLateness is only implemented on Linux.
 func (e *Emulator) ResetLateness() {}
 
+// Restart is only implemented on Linux.
+func (e *Emulator) Restart() time.Duration { return 0 }
+
 // Started is only implemented on Linux.
 func (e *Emulator) Started() time.Time { return time.Time{} }
 

@@ -448,3 +448,40 @@ func TestEmulatorSchedule(t *testing.T) {
 		t.Errorf("first delivery after the outage at %v, want %v (+2 ms)", resume, up+delay)
 	}
 }
+
+// TestEmulatorRestart: after Restart the schedule counts from the
+// restart (to its 100 ms): a link down for its first 500 ms is down
+// again for 500 ms from there.
+func TestEmulatorRestart(t *testing.T) {
+	const delay = 5 * ms
+	cfg := Config{Rate: 20_000_000, Delay: delay, Schedule: &FixedSchedule{Down: []Interval{{0, 500 * ms}}}}
+	topo, em := bench(t, cfg, Config{})
+	time.Sleep(time.Second - time.Since(em.Started()))
+	o := em.Restart()
+	if o < 900*ms || o > 1100*ms || o%SeriesStep != 0 {
+		t.Fatalf("restart at %v, want about 1 s, on a %v boundary", o, SeriesStep)
+	}
+	up := o + 500*ms
+	sent, rs := udpRun(t, topo, 128*8*500, 100, up+300*ms-time.Since(em.Started()), 800*ms)
+	if len(rs) != len(sent) {
+		t.Fatalf("%d of %d probes arrived: a down link must hold packets, not lose them", len(rs), len(sent))
+	}
+	since := func(at time.Time) time.Duration { return at.Sub(em.Started()) }
+	held, early := 0, time.Duration(0)
+	for _, r := range rs {
+		s := since(sent[r.seq])
+		if s < o+50*ms || s >= up-ms {
+			continue // the restart and the edges race the sender
+		}
+		held++
+		if a := since(r.at); a < up+delay && (early == 0 || a < early) {
+			early = a
+		}
+	}
+	if held < 150 {
+		t.Fatalf("%d probes sent within the restarted outage, want about 225", held)
+	}
+	if early != 0 {
+		t.Errorf("a probe sent in the restarted outage arrived at %v, before the link came back (%v)", early, up+delay)
+	}
+}

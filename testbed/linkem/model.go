@@ -29,6 +29,9 @@ type Model struct {
 	opp      int64 // trace: current opportunity index
 	credit   int   // trace: bytes left at opportunity opp
 	maxQueue int
+	// origin is the time the trace and the schedule count from
+	// (SetOrigin): the link's own time at now is now − origin.
+	origin time.Duration
 }
 
 type queued struct {
@@ -71,17 +74,17 @@ func (m *Model) Arrive(now time.Duration, size int) (Verdict, time.Duration) {
 	var fin time.Duration
 	switch {
 	case m.cfg.Trace != nil:
-		fin = m.serveTrace(now, size)
+		fin = m.origin + m.serveTrace(now-m.origin, size)
 	case m.cfg.Rate > 0:
 		start := max(now, m.finish)
 		if m.cfg.Schedule != nil {
-			start = m.cfg.Schedule.NextUp(start)
+			start = m.origin + m.cfg.Schedule.NextUp(start-m.origin)
 		}
 		fin = start + time.Duration(float64(size)*8/float64(m.cfg.Rate)*1e9)
 	default:
 		fin = now
 		if m.cfg.Schedule != nil {
-			fin = max(m.cfg.Schedule.NextUp(now), m.finish)
+			fin = max(m.origin+m.cfg.Schedule.NextUp(now-m.origin), m.finish)
 		}
 	}
 	m.finish = fin
@@ -93,15 +96,30 @@ func (m *Model) Arrive(now time.Duration, size int) (Verdict, time.Duration) {
 	return Accepted, fin + m.cfg.Delay
 }
 
+// SetOrigin makes the trace and the schedule start afresh at o: a packet
+// arriving at now meets them at now − o. The queue stays as it is (its
+// packets keep their delivery times), and a trace's next packet takes
+// the first opportunity at or after its arrival on the new time, or
+// after the queue's last packet leaves if that is later.
+func (m *Model) SetOrigin(o time.Duration) {
+	if o == m.origin {
+		return
+	}
+	m.origin, m.opp, m.credit = o, -1, 0
+}
+
 // serveTrace spends the trace's opportunities on a packet that arrives at
-// now and returns when its last byte leaves. Credit left at an
-// opportunity with nothing queued is lost, as in Mahimahi.
+// now (on the trace's time) and returns when its last byte leaves. Credit
+// left at an opportunity with nothing queued is lost, as in Mahimahi.
 func (m *Model) serveTrace(now time.Duration, size int) time.Duration {
 	t := m.cfg.Trace
 	if m.opp < 0 || t.at(m.opp) < now || m.credit == 0 {
-		if m.opp < 0 || t.at(m.opp) < now {
+		switch {
+		case m.opp < 0:
+			m.opp = t.firstAtOrAfter(max(now, m.finish-m.origin))
+		case t.at(m.opp) < now:
 			m.opp = t.firstAtOrAfter(now)
-		} else {
+		default:
 			m.opp++
 		}
 		m.credit = TraceMTU

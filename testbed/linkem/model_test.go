@@ -223,3 +223,55 @@ func TestTraceCapacity(t *testing.T) {
 		t.Errorf("mean rate %v, want %v", got, want)
 	}
 }
+
+// TestModelOrigin: after SetOrigin(o) a trace and a schedule count from
+// o, so a phase that starts late sees them from their start; a queue
+// that stands across the change keeps its order.
+func TestModelOrigin(t *testing.T) {
+	// Opportunities at 10 and 50 ms (period 50 ms): 10, 50, 60, 100, ...
+	tr, err := ParseTrace("t", strings.NewReader("10\n50\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := &FixedSchedule{Down: []Interval{{0, 20 * ms}}} // down for its first 20 ms
+	type step struct {
+		origin time.Duration // set before the arrival
+		at     time.Duration
+		want   time.Duration
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		steps []step
+	}{
+		{"a trace starts afresh", Config{Trace: tr}, []step{
+			{0, 0, 10 * ms},                // the trace's first opportunity
+			{200 * ms, 203 * ms, 210 * ms}, // 3 ms into the new trace: its 10 ms one
+			{200 * ms, 212 * ms, 250 * ms}, // then its 50 ms one
+		}},
+		{"a standing queue keeps its order", Config{Trace: tr}, []step{
+			{0, 0, 10 * ms},
+			{0, 0, 50 * ms},
+			{0, 0, 60 * ms},
+			// The trace restarts at 5 ms: its opportunities fall at
+			// 15, 55, 65, ...; the first after the queue's last packet
+			// leaves (60) is 65.
+			{5 * ms, 6 * ms, 65 * ms},
+		}},
+		{"a schedule starts afresh", Config{Rate: 12_000_000, Schedule: down}, []step{
+			{0, 30 * ms, 31 * ms},          // up after 20 ms
+			{100 * ms, 105 * ms, 121 * ms}, // down again for the new schedule's first 20 ms
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewModel(tc.cfg)
+			for i, s := range tc.steps {
+				m.SetOrigin(s.origin)
+				v, due := m.Arrive(s.at, TraceMTU)
+				if v != Accepted || due != s.want {
+					t.Errorf("packet %d at %v (origin %v): %v at %v, want delivered at %v", i, s.at, s.origin, v, due, s.want)
+				}
+			}
+		})
+	}
+}

@@ -73,10 +73,14 @@ type Config struct {
 	// Target is the queue the follow law holds at the bottleneck.
 	Target time.Duration
 	// Interval is the time between probes: a probe not answered within
-	// Interval and the base round trip of the last answer has met a queue
-	// at least as long as it is late (the follow law's bound while the
-	// link is stalled).
+	// Interval and the longest recent round trip has met a queue at least
+	// as long as it is late (the follow law's bound while the link is
+	// stalled).
 	Interval time.Duration
+	// Packet is the size in bytes of a full packet on the link (the
+	// interface's MTU): the follow law's queue is at least FollowPackets
+	// of them at the upload's rate.
+	Packet int
 }
 
 // SevereFactor is Severe's default, in thresholds.
@@ -103,6 +107,7 @@ var Defaults = Config{
 	BaselineDown: 0.9,
 	Target:       20 * time.Millisecond,
 	Interval:     100 * time.Millisecond,
+	Packet:       1500,
 }
 
 // Queue is about how much queue the law leaves standing at a direction's
@@ -165,6 +170,9 @@ func (c Config) withDefaults() Config {
 	if c.Interval == 0 {
 		c.Interval = d.Interval
 	}
+	if c.Packet == 0 {
+		c.Packet = d.Packet
+	}
 	for i := range c.Start {
 		if c.Start[i] == 0 {
 			c.Start[i] = c.Max[i]
@@ -224,6 +232,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("target %v outside %v..%v", c.Target, MinTarget, MaxTarget)
 	case c.Interval <= 0:
 		return fmt.Errorf("interval %v is not positive", c.Interval)
+	case c.Packet < 68 || c.Packet > 65536:
+		return fmt.Errorf("packet size %d bytes outside 68..65536", c.Packet)
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ func TestCheck(t *testing.T) {
 		{"negative threshold", func(c *Config) { c.Threshold = -time.Millisecond }, "threshold -1ms is negative"},
 		{"high load above 1", func(c *Config) { c.HighLoad = 1.5 }, "high load 1.5 outside (0, 1]"},
 		{"minimum load above high", func(c *Config) { c.MinLoad = 0.8 }, "minimum load 0.8 outside (0, high load 0.75]"},
+		{"a jumbo packet", func(c *Config) { c.Packet = 9000 }, ""},
+		{"a packet too small", func(c *Config) { c.Packet = 40 }, "packet size 40 bytes outside 68..65536"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

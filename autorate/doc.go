@@ -87,9 +87,11 @@
 // interface delivered over each short period (netsched.DeliveryMeter, a
 // BPF TCP iterator) and cuts the upload at once when their delivery rate
 // fell well below its recent peak while they were loading the link,
-// limited by their congestion windows, with a queue behind them by
-// Little's law (bytes in flight over the delivery rate, less the probes'
-// base round trip); the delivery rate is then the link's, and the rate
+// limited by their congestion windows, still holding the path's worth at
+// the peak (a sender that shrank its own flight, as BBR's ProbeRTT does
+// every 10 s, delivers less because it sends less), with a queue behind
+// them by Little's law (bytes in flight over the delivery rate, less the
+// probes' base round trip); the delivery rate is then the link's, and the rate
 // returns to it once the connections deliver what the shaper sends (the
 // queue is gone). See Flows for the constants.
 //
@@ -108,11 +110,15 @@
 // shorter queue and the upload loaded the rate rises from the higher of
 // itself and the highest delivery of the last FollowWindow, by
 // FollowGain × (Target − queue) and at most Up a read, toward a queue
-// of Target, where the link stays busy. The queue is the probes' rise
-// over their baseline, or a probe's lateness where one is late (sent
-// Interval after the last answered and not back within that one's round
-// trip): a link that stalls answers nothing. The probes' law keeps the
-// download, and the upload while the meter is not read (Tick).
+// of Target, where the link stays busy. The target is at least
+// FollowPackets full packets (Config.Packet) at the rate: a slow link
+// serves its queue a packet at a time. The queue is the probes' rise
+// over their baseline, plus a probe's lateness where one is late (sent
+// Interval after the last answered and not back within the longest
+// round trip of the recent answers, so that a jittery reply path is not
+// taken for a queue): a link that stalls answers nothing. The probes'
+// law keeps the download, and the upload while the meter is not read
+// (Tick).
 //
 // With no delay sample for Stale (the reflector stopped answering), the
 // controller holds every rate at its

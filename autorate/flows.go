@@ -171,6 +171,10 @@ func (f *flowState) rateOver(end time.Time, span time.Duration) (rate, highest f
 //     application;
 //   - no queue on the download path, where one-way probes can tell
 //     (ackPathQueued): the acknowledgements wait there;
+//   - the connections still hold at least what the path held at the peak
+//     (the peak rate times the probes' base round trip): a sender that
+//     shrank its own flight (BBR's ProbeRTT every 10 s) delivers less
+//     because it sends less;
 //   - a queue has built: the bytes in flight over the delivery rate, less
 //     the probes' base round trip, exceed Threshold (Little's law; an
 //     application that stops sending empties its flight with its
@@ -257,12 +261,17 @@ func (c *Controller) Flows(s FlowSample) Decision {
 	if peak < c.cfg.HighLoad*rate || highest >= FlowFall*peak || !s.CwndLimited || base <= 0 || c.ackPathQueued() {
 		return c.decision()
 	}
+	if float64(s.InFlight)*8 < peak*base {
+		// Less in flight than the path held at the peak: the senders
+		// shrank their own flight, and their delivery followed (BBR's
+		// ProbeRTT, a window of four packets for 200 ms every 10 s; an
+		// application that pauses). A link that falls, or goes down,
+		// keeps their flight, and a queue, behind it.
+		return c.decision()
+	}
 	var next float64
 	if w < 0.1*peak {
 		// An outage: nothing to estimate the link from.
-		if float64(s.InFlight)*8 < peak*base {
-			return c.decision() // less than the path held: no sender waits on it
-		}
 		next = 0
 		c.back[dir] = peak * c.cfg.Down
 		f.outage = true
@@ -334,6 +343,15 @@ const (
 	// law still owns the upload (the meter reads every FlowPeriod while
 	// the upload is loaded); after it the probes' law does (Tick).
 	followFresh = 4 * FlowPeriod
+	// FollowPackets is the fewest full packets the follow law's queue
+	// holds at the upload's rate, whatever its Target: a link serves its
+	// queue a packet at a time, so the probes see it in steps of a
+	// packet's time (8 ms at 1.5 Mbit/s), and a target of two or three
+	// of them is crossed by a packet's jitter, which cut the rate by
+	// FollowGain × a packet's time each time (S2's T-Mobile UMTS trace:
+	// docs/BENCHMARKS.md, "A jittery reply path, a slow link's packets").
+	// From 2.4 Mbit/s up it is below the default target.
+	FollowPackets = 4
 	// MinTarget and MaxTarget bound Config.Target.
 	MinTarget = time.Millisecond
 	MaxTarget = 200 * time.Millisecond
@@ -347,36 +365,71 @@ func (c *Controller) following(now time.Time) bool {
 }
 
 // queueNow is the upload's queue at the bottleneck as the probes know
-// it at now, in seconds: the last answer's rise over the baseline, or,
-// where a probe is late (sent an Interval after the last answered one
-// and not back within that one's round trip), at least its lateness
-// (a stalled link answers nothing; without this bound the last answer,
-// from before the stall, would say the link is empty).
-func (c *Controller) queueNow(now time.Time) float64 {
+// it at now, in seconds, and how late a probe is (0: none is): the last
+// answer's rise over the baseline, or, where a probe is late, that rise
+// plus its lateness (a stalled link
+// answers nothing; without this bound the last answer, from before the
+// stall, would say the link is empty). A probe is late once it is not
+// back an Interval after the last answered one plus the longest round
+// trip of the recent answers: on a link whose round trip jitters (a
+// cellular link serves its queue in bursts of delivery opportunities,
+// and the acknowledgements' path jitters too) a probe back within the
+// longest recent round trip says nothing the recent answers did not.
+func (c *Controller) queueNow(now time.Time) (q, late float64) {
 	t := &c.delay[Egress]
 	if !t.have {
-		return 0
+		return 0, 0
 	}
-	q := t.last - t.baseline
-	if base := c.baseRTT(); base > 0 && !t.lastSent.IsZero() {
-		due := t.lastSent.Add(c.cfg.Interval).Add(secs(base))
-		q = math.Max(q, now.Sub(due).Seconds())
+	q = t.last - t.baseline
+	if longest := c.longestRTT(); longest > 0 && !t.lastSent.IsZero() {
+		due := t.lastSent.Add(c.cfg.Interval).Add(secs(longest))
+		late = math.Max(now.Sub(due).Seconds(), 0)
+		q += late
 	}
-	return q
+	return q, late
+}
+
+// longestRTT is the longest round trip of the probes' recent answers
+// (their window), in seconds, or 0 when none is known.
+func (c *Controller) longestRTT() float64 {
+	w := c.rtt.window
+	if !c.rtt.have {
+		if t := &c.delay[Egress]; t.have && !t.oneWay {
+			w = t.window
+		}
+	}
+	var longest float64
+	for _, s := range w {
+		longest = math.Max(longest, s.delay)
+	}
+	return longest
+}
+
+// followTarget is the queue the follow law holds at the upload's rate
+// (bit/s), in seconds: Target, and at least FollowPackets full packets,
+// up to MaxTarget.
+func (c *Controller) followTarget(rate float64) float64 {
+	t := c.cfg.Target.Seconds()
+	if rate > 0 {
+		t = math.Max(t, math.Min(FollowPackets*float64(c.cfg.Packet)*8/rate, MaxTarget.Seconds()))
+	}
+	return t
 }
 
 // follow is the follow law's decision at a delivery read at now. The
 // upload's TCP connections delivered w over the last FollowWindow, and
 // top is the highest such rate of the reads of the last FollowWindow. A
-// queue beyond Target at the bottleneck (the probes' rise over their
-// baseline, or a late probe's lateness) means the link was busy all
-// along, so w is its rate: the upload is set to w × (1 − FollowGain ×
-// (queue − Target)), at least a quarter of it, and the queue drains (w,
-// not top: a link that got slower shows it first in w).
+// queue beyond the target (followTarget: Target, or FollowPackets
+// packets on a slow link) at the bottleneck (queueNow) means the link
+// was busy all along, so w is its rate: the upload is set to w × (1 −
+// FollowGain × (queue − target)), at least a quarter of it, and the
+// queue drains (w, not top: a link that got slower shows it first in w;
+// while a probe is late, the delivery of the last FlowWindow where it is
+// lower: a link that stalled shows it there first).
 // A shorter queue with the upload loaded (or the link delivering more
 // than the rate) lets the rate rise from the higher of itself and top,
-// by FollowGain × (Target − queue), at most Up a read: toward a queue
-// of Target, where the link stays busy. Unloaded, it keeps (nothing says
+// by FollowGain × (target − queue), at most Up a read: toward a queue
+// of the target, where the link stays busy. Unloaded, it keeps (nothing says
 // what the link could carry).
 func (c *Controller) follow(now time.Time) Decision {
 	dir := Egress
@@ -394,10 +447,18 @@ func (c *Controller) follow(now time.Time) Decision {
 		top = math.Max(top, r.bps)
 	}
 	rate := float64(c.rates[dir])
-	q := c.queueNow(now)
-	target := c.cfg.Target.Seconds()
+	q, late := c.queueNow(now)
+	target := c.followTarget(rate)
 	switch {
 	case q > target:
+		if late > 0 {
+			// A probe is late: the link may have stalled, and the
+			// window's older reads are from before. What the last
+			// FlowWindow delivered is its rate now.
+			if last, _, ok := c.flow.rateOver(now, FlowWindow); ok {
+				w = math.Min(w, last)
+			}
+		}
 		f := math.Max(1-FollowGain*(q-target), minDrainFactor)
 		return c.setRate(dir, w*f, "follow")
 	case w >= c.cfg.HighLoad*rate || top > rate:

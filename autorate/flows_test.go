@@ -2,6 +2,7 @@ package autorate
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -207,6 +208,18 @@ func TestFlows(t *testing.T) {
 				t.Fatalf("cut with no queue by Little's law: %+v", d)
 			}
 		}},
+		{"a sender that shrinks its own flight (BBR's ProbeRTT): no cut", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			// Its window cut to four packets for 200 ms: the delivery
+			// falls to 2 Mbit/s while its flight drains, 16 kB still
+			// out (by Little's law a 44 ms queue), where the path held
+			// 50 kB at the peak.
+			for range 10 {
+				if d := l.deliver(1, 2*mbit, 16_000, true); d.Changed[Egress] {
+					t.Fatalf("cut for a sender's own smaller flight: %+v", d)
+				}
+			}
+		}},
 		{"a fall by less than FlowFall: no cut", roundTrips, func(t *testing.T, l *flowLink) {
 			l.deliver(20, 20*mbit, flight, true)
 			if d := l.deliver(5, 13*mbit, flight, true); d.Changed[Egress] {
@@ -242,6 +255,42 @@ func TestFlows(t *testing.T) {
 			d = l.deliver(2, mbit, flight/10, true)
 			if !d.Changed[Egress] || d.Why[Egress] != "drained" || !near(d.Rates[Egress], 18*mbit) {
 				t.Fatalf("after the outage: %+v, want the peak 20 Mbit/s × 0.9", d)
+			}
+		}},
+		{"an outage whose probes come back late as the link returns: still back to the peak", roundTrips, func(t *testing.T, l *flowLink) {
+			l.deliver(20, 20*mbit, flight, true)
+			l.c.Tick(l.now, [2]uint64{uint64(20 * mbit * 0.4)})
+			if d := l.deliver(2, 0, flight, true); d.Rates[Egress] != mbit {
+				t.Fatalf("outage: %+v, want the minimum", d)
+			}
+			for range 20 {
+				l.deliver(5, 0, flight, true)
+				l.c.Tick(l.now, [2]uint64{uint64(0.1 * mbit)})
+			}
+			// Back: the FIFO empties at the link's rate, and the probes
+			// sent into the outage come back with it, up to 2 s late.
+			for i := range 3 {
+				l.deliver(1, 20*mbit, flight, true)
+				for k := range 4 {
+					l.now = l.now.Add(5 * time.Millisecond)
+					l.c.Sample(l.now, time.Duration(2000-500*i-100*k)*time.Millisecond)
+				}
+				l.c.Tick(l.now, [2]uint64{uint64(mbit * 0.1)})
+			}
+			var d Decision
+			for range 10 { // the shaper's 1 Mbit/s delivered; fresh answers near the base
+				d = l.deliver(1, mbit, flight/10, true)
+				l.now = l.now.Add(5 * time.Millisecond)
+				l.c.Sample(l.now, 22*time.Millisecond)
+				if t2 := l.c.Tick(l.now, [2]uint64{uint64(mbit * 0.1)}); t2.Changed[Egress] {
+					d = t2
+				}
+				if l.c.Rates()[Egress] >= 18*mbit*9/10 {
+					break
+				}
+			}
+			if got := l.c.Rates()[Egress]; got < 18*mbit*9/10 {
+				t.Fatalf("after the outage with late answers: rate %.1f Mbit/s (last %+v), want back near the peak × Down (18)", float64(got)/mbit, d)
 			}
 		}},
 		{"an outage whose connections wait out their timeouts: the probes' answers end it", roundTrips, func(t *testing.T, l *flowLink) {
@@ -366,6 +415,23 @@ func TestFollow(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a slow link: the queue is at least four packets", func(t *testing.T) {
+		// At 1.2 Mbit/s four 1500-byte packets take 40 ms: a queue of
+		// 30 ms, beyond the 20 ms target, is short of them, and the
+		// loaded upload rises; with 500-byte packets (13 ms) it is cut.
+		for _, c := range []struct {
+			packet int
+			why    string
+		}{{1500, "load"}, {500, "follow"}} {
+			cfg := cfg
+			cfg.Start[Egress], cfg.Packet = 1_200_000, c.packet
+			l := newFlowLink(t, cfg, oneWay)
+			run(l, 5, 1_200_000, 30*time.Millisecond)
+			if d := run(l, 1, 1_200_000, 30*time.Millisecond); d.Why[Egress] != c.why {
+				t.Errorf("%d-byte packets: rate %d (%q), want %q", c.packet, d.Rates[Egress], d.Why[Egress], c.why)
+			}
+		}
+	})
 	t.Run("a late probe: its lateness is a queue", func(t *testing.T) {
 		l := newFlowLink(t, cfg, oneWay)
 		run(l, 5, 10*mbit, 0)
@@ -379,6 +445,27 @@ func TestFollow(t *testing.T) {
 		if !near(d.Rates[Egress], mbit) {
 			t.Errorf("rate %d, want a quarter of the 4 Mbit/s delivered", d.Rates[Egress])
 		}
+	})
+	t.Run("a stall: what the last reads delivered", func(t *testing.T) {
+		// Probes every 20 ms; at 10 Mbit/s the link stalls: no answer,
+		// nothing delivered. The first cut, once the probe due is late
+		// beyond the target, takes the last 40 ms (nothing: the minimum),
+		// not the last 100 ms (still 4 Mbit/s of them before the stall).
+		cfg := cfg
+		cfg.Interval = 20 * time.Millisecond
+		l := newFlowLink(t, cfg, oneWay)
+		run(l, 6, 10*mbit, 0)
+		for i := range 10 {
+			l.now = l.now.Add(20 * time.Millisecond)
+			d := l.c.Flows(FlowSample{At: l.now, Delivered: 0, InFlight: 50_000, CwndLimited: true})
+			if d.Why[Egress] == "follow" {
+				if d.Rates[Egress] != cfg.Min[Egress] {
+					t.Errorf("the stall's first cut (read %d) to %d, want the minimum %d", i+1, d.Rates[Egress], cfg.Min[Egress])
+				}
+				return
+			}
+		}
+		t.Error("no cut in 200 ms of stall")
 	})
 	t.Run("the probes' law waits while the reads come, and takes over when they stop", func(t *testing.T) {
 		l := newFlowLink(t, cfg, oneWay)
@@ -399,4 +486,73 @@ func TestFollow(t *testing.T) {
 			t.Errorf("with no read for 200 ms the probes' law did not cut: %d (%q)", d.Rates[Egress], d.Why[Egress])
 		}
 	})
+}
+
+func queue(c *Controller, now time.Time) float64 {
+	q, _ := c.queueNow(now)
+	return q
+}
+
+// TestFollowJitter: on a link whose round trip jitters (the probes'
+// replies wait 0–40 ms for the download path's next delivery
+// opportunity) a probe back within the longest recent round trip is not
+// late: the follow law does not take the jitter for a queue. A probe
+// that does not come back at all (a stall) still is.
+func TestFollowJitter(t *testing.T) {
+	cfg := Config{Min: [2]uint64{mbit / 4, 0}, Max: [2]uint64{30 * mbit, 0}, Follow: true,
+		Start: [2]uint64{10 * mbit, 0}, Interval: 20 * time.Millisecond}
+	l := newFlowLink(t, cfg, oneWay)
+	start := l.now
+	rng := rand.New(rand.NewPCG(1, 2))
+	type answer struct {
+		at   time.Time
+		down time.Duration
+	}
+	var due []answer
+	stall := start.Add(2 * time.Second)
+	var cut, lowest uint64 = 0, math.MaxUint64
+	for ms := 1; ms <= 2300; ms++ {
+		l.now = start.Add(time.Duration(ms) * time.Millisecond)
+		// A probe every 20 ms; its reply waits up to 40 ms on the way
+		// back (the upload's one-way delay stays at its 3 ms).
+		if ms%20 == 0 && l.now.Before(stall) {
+			down := 17*time.Millisecond + time.Duration(rng.IntN(41))*time.Millisecond
+			due = append(due, answer{at: l.now.Add(3*time.Millisecond + down), down: down})
+		}
+		for len(due) > 0 && !due[0].at.After(l.now) {
+			a := due[0]
+			due = due[1:]
+			l.c.SampleOneWay(l.now, 3*time.Millisecond, a.down, 3*time.Millisecond+a.down)
+		}
+		if ms%20 != 10 {
+			continue
+		}
+		// Reads at 10 Mbit/s delivered (4 after the stall began: what
+		// the link let through before it went silent).
+		rate := float64(10 * mbit)
+		if !l.now.Before(stall) {
+			rate = 4 * mbit
+		}
+		d := l.c.Flows(FlowSample{At: l.now, Delivered: uint64(rate * 0.020 / 8), InFlight: 50_000, CwndLimited: true})
+		if l.now.Before(stall) {
+			if d.Why[Egress] == "follow" {
+				t.Fatalf("at %v the follow law cut to %d for the replies' jitter (queue %.1f ms)",
+					l.now.Sub(start), d.Rates[Egress], 1e3*queue(l.c, l.now))
+			}
+			continue
+		}
+		lowest = min(lowest, d.Rates[Egress])
+		if d.Why[Egress] == "follow" && cut == 0 {
+			cut = uint64(l.now.Sub(stall) / time.Millisecond)
+		}
+	}
+	// The stall: the probe due 20 ms after the last answer, plus the
+	// longest recent round trip (at most 60 ms), late by the target's
+	// 20 ms and more.
+	if cut == 0 || cut > 150 {
+		t.Errorf("the stall cut %d ms after the last probe went out, want within 150 ms", cut)
+	}
+	if !near(lowest, mbit) {
+		t.Errorf("lowest rate in the stall %d, want a quarter of the 4 Mbit/s delivered", lowest)
+	}
 }

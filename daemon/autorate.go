@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -52,7 +53,15 @@ const (
 // startAuto starts the auto rate on iface, shaped with plan p. Its probes
 // carry the label of p's first-priority class (interactive).
 func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) error {
-	ctl, err := autorate.New(a.Law, time.Now())
+	law := a.Law
+	// The follow law's queue counts in full packets too (FollowPackets):
+	// the interface's.
+	if ifi, err := net.InterfaceByName(iface); err == nil && ifi.MTU > 0 {
+		law.Packet = ifi.MTU
+	} else if law.Packet == 0 {
+		law.Packet = autorate.Defaults.Packet
+	}
+	ctl, err := autorate.New(law, time.Now())
 	if err != nil {
 		return fmt.Errorf("net auto: %w", err)
 	}
@@ -129,7 +138,7 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 			d.logf("net auto: the upload follows the probes alone (no delivery meter): %v", r.meterErr)
 		} else {
 			if a.Law.Follow {
-				d.logf("net auto: the upload follows what %s's TCP connections deliver, held to a queue of %v (law %q), read every %v while it carries %.0f%% of its rate", iface, a.Law.Target, lane.AutoLawFollow, autorate.FlowPeriod, 100*a.Law.MeterLoad())
+				d.logf("net auto: the upload follows what %s's TCP connections deliver, held to a queue of %v (at least %d packets of %d bytes at its rate; law %q), read every %v while it carries %.0f%% of its rate", iface, a.Law.Target, autorate.FollowPackets, law.Packet, lane.AutoLawFollow, autorate.FlowPeriod, 100*a.Law.MeterLoad())
 			} else {
 				d.logf("net auto: the upload also follows what %s's TCP connections deliver, read every %v while it is loaded", iface, autorate.FlowPeriod)
 			}

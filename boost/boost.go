@@ -69,10 +69,24 @@ type Policy struct {
 	Clamp int
 	// OnLeave is what the end of a contact does.
 	OnLeave Ending
+	// Slice, when not zero, is the EEVDF slice a boosted thread gets
+	// beside its nice (Linux 6.12's custom slices, SliceMin..SliceMax).
+	// Nice gives a sender a larger share of the CPU, but when it wakes
+	// it may still wait out the running hog's slice; a short slice has
+	// it picked at once, and run in short turns. Zero keeps the
+	// thread's slice.
+	Slice time.Duration
 }
 
+// SliceMin and SliceMax bound Policy.Slice: the kernel's clamp of a fair
+// thread's sched_runtime.
+const (
+	SliceMin = 100 * time.Microsecond
+	SliceMax = 100 * time.Millisecond
+)
+
 // Check says what is wrong with a policy, naming the key (as the config
-// spells it: policy, initial, final, step, every, clamp, on_leave).
+// spells it: policy, initial, final, step, every, clamp, on_leave, slice).
 func (p Policy) Check() error {
 	nice := func(key string, v int) error {
 		if v < NiceMin || v > NiceMax {
@@ -97,6 +111,9 @@ func (p Policy) Check() error {
 	}
 	if p.Initial < p.Clamp {
 		return fmt.Errorf("initial: nice %d is beyond the clamp %d", p.Initial, p.Clamp)
+	}
+	if p.Slice != 0 && (p.Slice < SliceMin || p.Slice > SliceMax) {
+		return fmt.Errorf("slice: %v outside %v..%v (the kernel's bounds)", p.Slice, SliceMin, SliceMax)
 	}
 	if p.Kind == Static {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lanes-qos/lanes/boost"
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/lane"
@@ -299,3 +300,11 @@ func (e *Enforcer) CPUs() int { return e.ncpu }
 
 // Mechanism says which backend is in use and why, for `lanes doctor`.
 func (e *Enforcer) Mechanism() features.Mechanism { return e.mech }
+
+// SliceMin and SliceMax bound an EEVDF slice (sched_setattr's
+// sched_runtime on a fair thread): the kernel clamps to them. The boost
+// policy checks its slice against the same bounds.
+const (
+	SliceMin = boost.SliceMin
+	SliceMax = boost.SliceMax
+)

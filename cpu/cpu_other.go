@@ -55,3 +55,19 @@ func DeadlineRuntime(tid int) (time.Duration, error) { return 0, errors.ErrUnsup
 func ReserveMechanism(want string) (features.Mechanism, error) {
 	return features.Mechanism{Resource: "cpu reserve", Backend: "none", Reason: "not Linux"}, nil
 }
+
+// ThreadSlice is Linux-only.
+func ThreadSlice(tid int) (slice time.Duration, ok bool, err error) {
+	return 0, false, errors.ErrUnsupported
+}
+
+// SetThreadNiceSlice is Linux-only.
+func SetThreadNiceSlice(tid, nice int, slice time.Duration) error { return errors.ErrUnsupported }
+
+// DefaultSlice is Linux-only.
+func DefaultSlice() (time.Duration, error) { return 0, errors.ErrUnsupported }
+
+// BoostMechanism is Linux-only.
+func BoostMechanism() features.Mechanism {
+	return features.Mechanism{Resource: "boost", Backend: "none", Reason: "not Linux"}
+}

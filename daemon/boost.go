@@ -39,8 +39,11 @@ type boostRun struct {
 
 // boostLane is one boosting lane.
 type boostLane struct {
-	name   string
-	t      *boost.Tracker
+	name string
+	t    *boost.Tracker
+	// slice is the EEVDF slice boosted threads get (0: theirs kept):
+	// the policy's, or 0 where the kernel has no custom slices.
+	slice  time.Duration
 	source string
 	errs   uint64
 }
@@ -55,7 +58,11 @@ func describePolicy(p boost.Policy) string {
 		}
 		s += fmt.Sprintf(" to %d, a step every %s", p.Final, every)
 	}
-	return s + fmt.Sprintf(", clamp %d, %s when the contact ends", p.Clamp, p.OnLeave)
+	s += fmt.Sprintf(", clamp %d, %s when the contact ends", p.Clamp, p.OnLeave)
+	if p.Slice != 0 {
+		s += fmt.Sprintf(", slice %v", p.Slice)
+	}
+	return s
 }
 
 // startBoost starts boosting for cfg's lanes with a policy; a contact is
@@ -72,7 +79,14 @@ func (d *Daemon) startBoost(cfg *lane.Config) {
 			d.warnf("boost: lane %s: %v", name, err)
 			continue
 		}
-		lanes = append(lanes, &boostLane{name: name, t: t})
+		bl := &boostLane{name: name, t: t, slice: p.Slice}
+		if p.Slice != 0 {
+			if _, err := cpu.DefaultSlice(); err != nil {
+				d.warnf("boost: lane %s: slice %v: %v (nice only)", name, p.Slice, err)
+				bl.slice = 0
+			}
+		}
+		lanes = append(lanes, bl)
 	}
 	if len(lanes) == 0 {
 		return
@@ -246,13 +260,16 @@ func (run *boostRun) apply(bl *boostLane, changes []boost.Change) {
 		if ch.Restore {
 			err = run.d.engine.Unboost(ch.PID)
 		} else {
-			err = run.d.engine.Boost(ch.PID, ch.Nice, bl.name)
+			err = run.d.engine.Boost(ch.PID, ch.Nice, bl.slice, bl.name)
 		}
 		if err != nil && !errors.Is(err, cpu.ErrGone) {
 			run.fail(bl, "pid %d: nice %d: %v", ch.PID, ch.Nice, err)
 		}
-		run.d.bus.Publish(events.Event{Source: "lanesd", Topic: "boost." + bl.name, Payload: map[string]any{
-			"lane": bl.name, "pid": ch.PID, "nice": ch.Nice, "restore": ch.Restore, "contact": bl.t.InContact()}})
+		payload := map[string]any{"lane": bl.name, "pid": ch.PID, "nice": ch.Nice, "restore": ch.Restore, "contact": bl.t.InContact()}
+		if bl.slice != 0 && !ch.Restore {
+			payload["slice_ns"] = int64(bl.slice)
+		}
+		run.d.bus.Publish(events.Event{Source: "lanesd", Topic: "boost." + bl.name, Payload: payload})
 	}
 }
 

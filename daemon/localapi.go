@@ -444,6 +444,7 @@ func (d *Daemon) mechanisms() []api.Mechanism {
 	if rm, err := cpu.ReserveMechanism(d.opts.ReserveMechanism); err == nil {
 		m = append(m, wireMechanisms([]features.Mechanism{rm})...)
 	}
+	m = append(m, wireMechanisms([]features.Mechanism{cpu.BoostMechanism()})...)
 	d.applyMu.Lock()
 	if pc := d.procCountMechanism(); pc != nil && d.metricsSrv != nil {
 		m = append(m, *pc)

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lanes-qos/lanes/api"
+	"github.com/lanes-qos/lanes/cpu"
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
@@ -26,6 +29,16 @@ func niceOf(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// sliceOf reads a thread's EEVDF slice (sched_getattr's sched_runtime).
+func sliceOf(t *testing.T, tid int) time.Duration {
+	t.Helper()
+	attr, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(attr.Runtime)
 }
 
 // waitNice waits up to 5 s for a process's nice value to become want;
@@ -46,7 +59,10 @@ func (e *env) waitNice(pid, want int, why string) {
 // API, then from the host's connectivity: a default route appearing in
 // lanesd's namespace) and gets its own nice back when it ends; a process
 // of the lane that does not communicate is left alone; stopping lanesd
-// undoes a boost; bad contact requests change nothing.
+// undoes a boost; bad contact requests change nothing. Where the kernel
+// has custom slices the boost also gives the upload a 200 µs slice and
+// every undoing gives the kernel's default back; where it has none,
+// lanesd says it boosts nice only.
 func TestBoostContact(t *testing.T) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("iperf3 not installed")
@@ -58,6 +74,7 @@ initial = -1
 final = -5
 step = "events"
 every = 20
+slice = "200us"
 
 [lanes.spare.boost]
 policy = "static"
@@ -72,6 +89,21 @@ initial = -3
 		secs = 600
 	}
 	up := p.upload(t, 5311, secs, "")
+	defSlice, sliceErr := cpu.DefaultSlice()
+	// checkSlice checks the upload's slice: boosted or not.
+	checkSlice := func(boosted bool, when string) {
+		t.Helper()
+		if sliceErr != nil {
+			return
+		}
+		want := defSlice
+		if boosted {
+			want = 200 * time.Microsecond
+		}
+		if got := sliceOf(t, up.Process.Pid); got != want {
+			t.Errorf("%s: the upload's slice is %v, want %v", when, got, want)
+		}
+	}
 	quiet := spawn(t, nil, "sleep", strconv.Itoa(3*secs))
 	if r := e.lanes("move", strconv.Itoa(up.Process.Pid), strconv.Itoa(quiet.Process.Pid), "sync"); r.code != 0 {
 		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
@@ -107,6 +139,7 @@ initial = -3
 		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	e.waitNice(up.Process.Pid, -5, "in contact")
+	checkSlice(true, "in contact")
 	if n := niceOf(t, quiet.Process.Pid); n != 0 {
 		t.Errorf("a process without traffic boosted to nice %d", n)
 	}
@@ -126,6 +159,7 @@ initial = -3
 		t.Fatalf("lanes contact down: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	e.waitNice(up.Process.Pid, 0, "contact over (reset)")
+	checkSlice(false, "contact over (reset)")
 
 	// A contact from connectivity: a default route through the veth.
 	route := func(op string) {
@@ -145,6 +179,10 @@ initial = -3
 	if n := niceOf(t, up.Process.Pid); n != 0 {
 		t.Errorf("after lanesd stopped the upload is at nice %d, want its own 0", n)
 	}
+	checkSlice(false, "after lanesd stopped")
+	if sliceErr != nil && !strings.Contains(e.log.String(), "boost: lane sync: slice 200µs") {
+		t.Errorf("the kernel has no custom slices (%v), and lanesd's log does not say it boosts nice only", sliceErr)
+	}
 	for _, want := range []string{"boost: sync (incr", "contact up for sync (reported by uid 0", "network: connectivity up"} {
 		if !strings.Contains(e.log.String(), want) {
 			t.Errorf("lanesd's log lacks %q", want)
@@ -162,6 +200,7 @@ initial = -3
 	if n := niceOf(t, up.Process.Pid); n != -5 {
 		t.Fatalf("after lanesd was killed the upload is at nice %d, want the boost -5 left", n)
 	}
+	checkSlice(true, "after lanesd was killed")
 	route("del")
 	if st := procState(up.Process.Pid); st == "" || st == "Z" || st == "X" {
 		t.Fatalf("the upload is in state %q before the restart: it must still run for the test to mean anything", st)
@@ -170,6 +209,7 @@ initial = -3
 	if n := niceOf(t, up.Process.Pid); n != 0 {
 		t.Errorf("after a restart the upload is at nice %d, want its own 0 back", n)
 	}
+	checkSlice(false, "after a restart")
 	if !e.logged("gave 1 processes boosted by an earlier lanesd their own nice values back") {
 		t.Errorf("lanesd's log does not say it gave the boost back:\n%s", e.log)
 	}

@@ -39,5 +39,6 @@ func Probe() ([]features.Mechanism, error) {
 	if rm, err := cpu.ReserveMechanism("auto"); err == nil {
 		m = append(m, rm) // what lanesd would use with its default flag
 	}
+	m = append(m, cpu.BoostMechanism())
 	return m, nil
 }

@@ -99,7 +99,7 @@ func (e *Engine) giveBackSched(rec SchedRecord) error {
 	}
 	var errs []error
 	e.debug("reserve: pid %d (lane %s): recorded threads %v get their own policies back", rec.PID, rec.Lane, rec.Threads)
-	errs = append(errs, giveBackThreads(rec, cpu.SetThreadSched))
+	errs = append(errs, giveBackThreads(rec, cpu.SetThreadSched, nil))
 	e.debugStillDeadline(rec)
 	if l := e.ensuredLane(rec.Lane); l != nil {
 		if err := e.CPU.JoinThreads(rec.PID, l.CPU); err != nil && !errors.Is(err, cpu.ErrGone) {

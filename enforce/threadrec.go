@@ -21,12 +21,18 @@ type threadRecord[T any] struct {
 	Lane      string `json:"lane"`
 	// Threads maps each thread the change reached to its own value.
 	Threads map[int]T `json:"threads"`
+	// Applied is the value the change set last, where a thread the
+	// process starts later inherits it (nice and slice do; a deadline
+	// policy does not, reset on fork): nil when not recorded.
+	Applied *T `json:"applied,omitempty"`
 }
 
 // giveBackThreads sets each recorded thread's own value with set, if the
 // process is the one recorded (not a later process under a reused PID),
-// and only on its threads now (a thread id may be reused).
-func giveBackThreads[T any](rec threadRecord[T], set func(tid int, own T) error) error {
+// and only on its threads now (a thread id may be reused). A thread not
+// in the record gets what inherited returns for it, if it says so (nil:
+// such threads are left alone).
+func giveBackThreads[T any](rec threadRecord[T], set func(tid int, own T) error, inherited func(tid int, rec threadRecord[T]) (T, bool)) error {
 	if !alive(rec.PID, rec.StartTime) {
 		return nil
 	}
@@ -37,6 +43,9 @@ func giveBackThreads[T any](rec threadRecord[T], set func(tid int, own T) error)
 	var errs []error
 	for _, tid := range tids {
 		own, ok := rec.Threads[tid]
+		if !ok && inherited != nil {
+			own, ok = inherited(tid, rec)
+		}
 		if !ok {
 			continue
 		}

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -19,6 +20,7 @@ type fileBoost struct {
 	Every   any     `toml:"every"`
 	Clamp   *int    `toml:"clamp"`
 	OnLeave *string `toml:"on_leave"`
+	Slice   *string `toml:"slice"`
 }
 
 // boostDefaults are the seed's evaluated parameters: INCR from nice −1 by
@@ -57,6 +59,18 @@ func (v *validator) boostPolicy(key string, fb *fileBoost) (boost.Policy, bool) 
 	}
 	if fb.OnLeave != nil {
 		p.OnLeave = boost.Ending(*fb.OnLeave)
+	}
+	if fb.Slice != nil {
+		d, err := time.ParseDuration(strings.TrimSpace(*fb.Slice))
+		switch {
+		case err != nil:
+			v.add(key+".slice", "%q is not a duration (want e.g. \"100us\", or \"0s\" to keep the threads' slices)", *fb.Slice)
+			return boost.Policy{}, false
+		case d < 0:
+			v.add(key+".slice", "%v is negative (want 100us..100ms, or \"0s\" to keep the threads' slices)", d)
+			return boost.Policy{}, false
+		}
+		p.Slice = d
 	}
 	if p.Kind == boost.Static && (fb.Final != nil || fb.Step != nil || fb.Every != nil) {
 		v.add(key+".policy", "static holds one boost: final, step and every are for incr and decr")

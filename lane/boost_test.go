@@ -36,6 +36,14 @@ func TestBoostConfig(t *testing.T) {
 		{"beyond the clamp", "[lanes.sync.boost]\npolicy = \"incr\"\nclamp = -10\n", boost.Policy{}, "lanes.sync.boost.final: nice -20 is beyond the clamp -10"},
 		{"nice out of range", "[lanes.sync.boost]\npolicy = \"static\"\ninitial = -40\n", boost.Policy{}, "lanes.sync.boost.initial: nice -40 outside -20..19"},
 		{"static with a step", "[lanes.sync.boost]\npolicy = \"static\"\nstep = \"events\"\nevery = 1\n", boost.Policy{}, "static holds one boost"},
+		{"incr with a slice", "[lanes.sync.boost]\npolicy = \"incr\"\nslice = \"100us\"\n",
+			boost.Policy{Kind: boost.Incr, Initial: -1, Final: -20, Step: boost.Events, Every: 1, Clamp: -20, OnLeave: boost.Reset, Slice: 100 * time.Microsecond}, ""},
+		{"slice 0s keeps the threads'", "[lanes.sync.boost]\npolicy = \"static\"\nslice = \"0s\"\n",
+			boost.Policy{Kind: boost.Static, Initial: -10, Clamp: -20, OnLeave: boost.Reset}, ""},
+		{"slice not a duration", "[lanes.sync.boost]\npolicy = \"static\"\nslice = \"short\"\n", boost.Policy{}, `lanes.sync.boost.slice: "short" is not a duration`},
+		{"slice negative", "[lanes.sync.boost]\npolicy = \"static\"\nslice = \"-1ms\"\n", boost.Policy{}, "lanes.sync.boost.slice: -1ms is negative"},
+		{"slice below the kernel's", "[lanes.sync.boost]\npolicy = \"static\"\nslice = \"50us\"\n", boost.Policy{}, "lanes.sync.boost.slice: 50µs outside 100µs..100ms"},
+		{"slice above the kernel's", "[lanes.sync.boost]\npolicy = \"static\"\nslice = \"1s\"\n", boost.Policy{}, "lanes.sync.boost.slice: 1s outside 100µs..100ms"},
 		{"unknown ending", "[lanes.sync.boost]\npolicy = \"static\"\non_leave = \"keep\"\n", boost.Policy{}, `lanes.sync.boost.on_leave: unknown ending "keep"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -145,6 +145,9 @@ func (l *Lane) file(base *Lane, shaped bool) *fileLane {
 	}
 	if b := l.Boost; b.Kind != "" {
 		fl.Boost = &fileBoost{Policy: ptr(string(b.Kind)), Initial: ptr(b.Initial), Clamp: ptr(b.Clamp), OnLeave: ptr(string(b.OnLeave))}
+		if b.Slice != 0 {
+			fl.Boost.Slice = ptr(b.Slice.String())
+		}
 		if b.Kind != boost.Static {
 			fl.Boost.Final, fl.Boost.Step = ptr(b.Final), ptr(string(b.Step))
 			switch b.Step {

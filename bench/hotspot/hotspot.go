@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lanes-qos/lanes/lane"
+	"github.com/lanes-qos/lanes/testbed/linkem"
 )
 
 // Arm is one boosting setting of the transfer's lane.
@@ -21,16 +22,31 @@ type Arm struct {
 	// Boost is the [lanes.sync.boost] table ("" for none).
 	Boost       string
 	Description string
+	// Beyond marks an arm beyond the seed's policies: run only when
+	// named.
+	Beyond bool
 }
 
 // Arms are no boosting and one policy of each family: the seed's INCR
 // (nice -1 to -20, a step per event) and DECR (-20 to -1, a step per
-// 60 KB), and a static boost at -20.
+// 60 KB), and a static boost at -20; and, run only when named, INCR with
+// a short EEVDF slice.
 var Arms = []Arm{
-	{"none", "", "no boosting (the seed's Original)"},
-	{"static", "policy = \"static\"\ninitial = -20\n", "static: nice -20 for the contact"},
-	{"incr", "policy = \"incr\"\ninitial = -1\nfinal = -20\nstep = \"events\"\nevery = 1\n", "INCR: nice -1, one level more per event, to -20 (the seed's)"},
-	{"decr", "policy = \"decr\"\ninitial = -20\nfinal = -1\nstep = \"bytes\"\nevery = 60000\n", "DECR: nice -20, one level less per 60 KB, to -1 (the seed's)"},
+	{"none", "", "no boosting (the seed's Original)", false},
+	{"static", "policy = \"static\"\ninitial = -20\n", "static: nice -20 for the contact", false},
+	{"incr", "policy = \"incr\"\ninitial = -1\nfinal = -20\nstep = \"events\"\nevery = 1\n", "INCR: nice -1, one level more per event, to -20 (the seed's)", false},
+	{"decr", "policy = \"decr\"\ninitial = -20\nfinal = -1\nstep = \"bytes\"\nevery = 60000\n", "DECR: nice -20, one level less per 60 KB, to -1 (the seed's)", false},
+	{"incr-slice", "policy = \"incr\"\ninitial = -1\nfinal = -20\nstep = \"events\"\nevery = 1\nslice = \"100us\"\n",
+		"INCR with a 100 µs EEVDF slice for the boosted threads (beyond the seed: Linux 6.12 custom slices)", true},
+}
+
+// armNames lists the arms for errors and help.
+func armNames() string {
+	names := make([]string, len(Arms))
+	for i, a := range Arms {
+		names[i] = a.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 func armByName(name string) (Arm, bool) {
@@ -80,12 +96,14 @@ type Options struct {
 func (o *Options) defaults() error {
 	if len(o.Arms) == 0 {
 		for _, a := range Arms {
-			o.Arms = append(o.Arms, a.Name)
+			if !a.Beyond {
+				o.Arms = append(o.Arms, a.Name)
+			}
 		}
 	}
 	for _, n := range o.Arms {
 		if _, ok := armByName(n); !ok {
-			return fmt.Errorf("unknown arm %q (arms: none, static, incr, decr)", n)
+			return fmt.Errorf("unknown arm %q (arms: %s)", n, armNames())
 		}
 	}
 	if len(o.Hogs) == 0 {
@@ -167,7 +185,17 @@ type Run struct {
 	Hogs   int     `json:"hogs"`
 	Repeat int     `json:"repeat"`
 	Secs   float64 `json:"seconds,omitempty"` // transfer time
-	Bytes  int64   `json:"bytes,omitempty"`   // what the server received
+	// UpSecs is how much of the transfer time the link was up: the time
+	// less the off periods it waited out, which the on/off schedule,
+	// not the CPU, decides.
+	UpSecs float64 `json:"up_seconds,omitempty"`
+	// FirstByteSecs is when the server received the first byte of the
+	// payload: the sender's start, connection and TLS handshake, which
+	// come before it communicates (and so before a boost can reach it).
+	// UpAfterFirstSecs is the link's up time from then to the end.
+	FirstByteSecs    float64 `json:"first_byte_seconds,omitempty"`
+	UpAfterFirstSecs float64 `json:"up_after_first_byte_seconds,omitempty"`
+	Bytes            int64   `json:"bytes,omitempty"` // what the server received
 	// Cross is the audio run's cross traffic, percent of the link;
 	// JitterUS its send jitter in microseconds.
 	Cross    *int    `json:"cross,omitempty"`
@@ -195,6 +223,56 @@ var Paper = map[string][5][2]float64{
 }
 
 var paperHogs = []int{0, 1, 10, 20, 30}
+
+// upMarkdown is a table of one measure of the transfers (an up time, the
+// time to the first byte): its mean/sd at the fewest and most hogs, and
+// their ratio in each repeat (the same schedule).
+func (r *Results) upMarkdown(b *strings.Builder, arms []string, hogs []int, title string, measure func(Run) float64) {
+	up := func(arm string, hogs, rep int) (float64, bool) {
+		for _, run := range r.Runs {
+			if run.Arm == arm && run.Hogs == hogs && run.Repeat == rep && run.Error == "" && measure(run) > 0 {
+				return measure(run), true
+			}
+		}
+		return 0, false
+	}
+	reps := 0
+	for _, run := range r.Runs {
+		reps = max(reps, run.Repeat+1)
+	}
+	if len(hogs) < 2 || reps == 0 {
+		return
+	}
+	lo, hi := hogs[0], hogs[len(hogs)-1]
+	fmt.Fprintf(b, "\n%s\n\n", title)
+	fmt.Fprintf(b, "| arm | %d hogs | %d hogs | %d / %d hogs, per repeat | mean |\n|---|---|---|---|---|\n", lo, hi, hi, lo)
+	for _, a := range arms {
+		var xl, xh, ratios []float64
+		var per []string
+		for rep := range reps {
+			l, okl := up(a, lo, rep)
+			h, okh := up(a, hi, rep)
+			if okl {
+				xl = append(xl, l)
+			}
+			if okh {
+				xh = append(xh, h)
+			}
+			if okl && okh {
+				ratios = append(ratios, h/l)
+				per = append(per, fmt.Sprintf("%.2f", h/l))
+			}
+		}
+		if len(ratios) == 0 {
+			fmt.Fprintf(b, "| %s | - | - | - | - |\n", a)
+			continue
+		}
+		ml, sl := meanSD(xl)
+		mh, sh := meanSD(xh)
+		mr, _ := meanSD(ratios)
+		fmt.Fprintf(b, "| %s | %.1f/%.1f s | %.1f/%.1f s | %s | %.2f |\n", a, ml, sl, mh, sh, strings.Join(per, ", "), mr)
+	}
+}
 
 // stat is the mean and standard deviation of an arm's runs at a hog
 // count (n = 0 when none succeeded).
@@ -362,6 +440,12 @@ func (r *Results) Markdown() string {
 		}
 	}
 	b.WriteString("\nmean/sd over the repeats; the seed's mean/sd in parentheses (its Original is lanes' none).\n")
+	r.upMarkdown(&b, arms, hogs, "The link's up time during the transfer (its time less the off periods waited out):",
+		func(run Run) float64 { return run.UpSecs })
+	r.upMarkdown(&b, arms, hogs, "The time to the first byte the server received (the sender's start, TCP and TLS handshakes; no boost before it communicates):",
+		func(run Run) float64 { return run.FirstByteSecs })
+	r.upMarkdown(&b, arms, hogs, "The link's up time from the first byte to the end (the part a boost acts on):",
+		func(run Run) float64 { return run.UpAfterFirstSecs })
 	for _, run := range r.Runs {
 		if run.Error != "" {
 			fmt.Fprintf(&b, "\nERROR %s, %d hogs, repeat %d: %s\n", run.Arm, run.Hogs, run.Repeat, run.Error)
@@ -390,4 +474,24 @@ func (r *Results) Write(dir string) error {
 		return fmt.Errorf("results: %w", err)
 	}
 	return os.WriteFile(filepath.Join(dir, name+".md"), []byte(r.Markdown()), 0o644)
+}
+
+// UpTime is how long the link of sched is up between from and to (times
+// from the schedule's start).
+func UpTime(sched interface {
+	NextUp(time.Duration) time.Duration
+	DownIntervals() []linkem.Interval
+}, from, to time.Duration) time.Duration {
+	if to <= from {
+		return 0
+	}
+	sched.NextUp(to) // the schedule drawn past to
+	up := to - from
+	for _, iv := range sched.DownIntervals() {
+		lo, hi := max(iv.Start, from), min(iv.End, to)
+		if hi > lo {
+			up -= hi - lo
+		}
+	}
+	return up
 }

@@ -257,7 +257,19 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	if err != nil {
 		return fail(err)
 	}
-	defer d.kill()
+	defer func() {
+		// lanesd's log beside the results: what it boosted, and when.
+		d.kill()
+		name := fmt.Sprintf("lanesd-%s-%dhogs-%d.log", a.Name, hogs, rep)
+		if audio {
+			name = fmt.Sprintf("lanesd-%s-%dhogs-%dcross-%d.log", a.Name, hogs, cross, rep)
+		}
+		if err := os.MkdirAll(filepath.Join(opts.OutDir, "logs"), 0o755); err == nil {
+			// The run's temporary directory is gone: named, not given.
+			log := bytes.ReplaceAll(d.stderr.Bytes(), []byte(dir+"/"), []byte("RUNDIR/"))
+			os.WriteFile(filepath.Join(opts.OutDir, "logs", name), log, 0o644)
+		}
+	}()
 	c := client.New(socket)
 	for deadline := time.Now().Add(20 * time.Second); !c.Alive(ctx); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -313,7 +325,16 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	limit := time.Duration(float64(opts.Size)*8/float64(opts.Rate)*float64(time.Second))*6 + 60*time.Second
 	select {
 	case <-srv.done:
-		run.Secs = time.Since(begin).Seconds()
+		end := time.Now()
+		run.Secs = end.Sub(begin).Seconds()
+		// The same schedule again (the same seed): how long of the
+		// transfer the link was up.
+		sched := linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed)
+		run.UpSecs = UpTime(sched, begin.Sub(t0), end.Sub(t0)).Seconds()
+		if !got.first.IsZero() { // the server has exited: its output copied
+			run.FirstByteSecs = got.first.Sub(begin).Seconds()
+			run.UpAfterFirstSecs = UpTime(sched, got.first.Sub(t0), end.Sub(t0)).Seconds()
+		}
 		run.Bytes = got.n
 		if srv.err != nil {
 			run.Error = fmt.Sprintf("TLS server: %v: %s", srv.err, tail(srv.stderr.String(), 300))
@@ -441,10 +462,20 @@ func audioRun(ctx context.Context, opts Options, topo *netns.Topology, lanesRun 
 
 func ptr[T any](v T) *T { return &v }
 
-// countWriter counts what the TLS server wrote out (what it received).
-type countWriter struct{ n int64 }
+// countWriter counts what the TLS server wrote out (what it received),
+// and when its first byte came.
+type countWriter struct {
+	n     int64
+	first time.Time
+}
 
-func (w *countWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); return len(b), nil }
+func (w *countWriter) Write(b []byte) (int, error) {
+	if w.n == 0 && len(b) > 0 {
+		w.first = time.Now()
+	}
+	w.n += int64(len(b))
+	return len(b), nil
+}
 
 // slowCPU slows CPU n down for everything but itself: a SCHED_FIFO
 // thread pinned to it spins for all but pct percent of every millisecond

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		// A CPU-bound UDP sender: ADDR WORK SECONDS.
 		work, _ := strconv.Atoi(os.Args[2])
 		secs, _ := strconv.Atoi(os.Args[3])
-		_, err := execspeed.Send(context.Background(), execspeed.SendOptions{Addr: os.Args[1], Work: work, Duration: time.Duration(min(max(secs, 1), 120)) * time.Second})
+		_, err := execspeed.Send(context.Background(), execspeed.SendOptions{Addr: os.Args[1], Work: work, Duration: time.Duration(min(max(secs, 1), 300)) * time.Second})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "cpusend:", err)
 			os.Exit(1)
@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 	case "udpsink":
 		// Receives and drops datagrams: ADDR SECONDS.
 		secs, _ := strconv.Atoi(os.Args[2])
-		if _, err := execspeed.Receive(context.Background(), os.Args[1], time.Duration(min(max(secs, 1), 120))*time.Second, false); err != nil {
+		if _, err := execspeed.Receive(context.Background(), os.Args[1], time.Duration(min(max(secs, 1), 300))*time.Second, false); err != nil {
 			fmt.Fprintln(os.Stderr, "udpsink:", err)
 			os.Exit(1)
 		}

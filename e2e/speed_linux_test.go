@@ -55,13 +55,17 @@ func TestSendRateByCPU(t *testing.T) {
 		settle = 20 * time.Second
 	}
 	const work = 40
-	sink := exec.Command("nsenter", "--net=/run/netns/"+p.peer, testBin(t), "198.18.99.2:5400", "90")
+	// Both run for 240 s (the roles stop at 300) and are killed when the
+	// test ends: the test took over 80 s under emulation, and a sender
+	// that ran out before lanesd stopped was measured as held.
+	start := time.Now()
+	sink := exec.Command("nsenter", "--net=/run/netns/"+p.peer, testBin(t), "198.18.99.2:5400", "240")
 	sink.Env = append(os.Environ(), roleEnv+"=udpsink")
 	if err := sink.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sink.Process.Kill(); sink.Wait() })
-	send := exec.Command("nsenter", "--net=/run/netns/"+p.ns, testBin(t), "198.18.99.2:5400", strconv.Itoa(work), "80")
+	send := exec.Command("nsenter", "--net=/run/netns/"+p.ns, testBin(t), "198.18.99.2:5400", strconv.Itoa(work), "240")
 	send.Env = append(os.Environ(), roleEnv+"=cpusend", "GOMAXPROCS=1")
 	if err := send.Start(); err != nil {
 		t.Fatal(err)
@@ -117,6 +121,9 @@ func TestSendRateByCPU(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	after := p.rxRate(t, 2*time.Second)
 	t.Logf("after lanesd stopped: %.1f Mbit/s", after/1e6)
+	if st := procState(send.Process.Pid); st == "Z" || st == "" {
+		t.Fatalf("the sender ended %v after it started, before the test was done with it", time.Since(start).Round(time.Second))
+	}
 	if l := laneOf(t, send.Process.Pid); strings.HasPrefix(l, "lanes") {
 		t.Errorf("after lanesd stopped the sender is still in %s", l)
 	}

@@ -46,6 +46,21 @@ const (
 	Retain Ending = "retain"
 )
 
+// Source is who counts as communicating in a contact.
+type Source string
+
+const (
+	// Traffic: the processes whose sockets carry traffic in the contact
+	// (the seed's boosted set), each from its first event in it.
+	Traffic Source = "traffic"
+	// Start: those, and a process that starts in the lane during the
+	// contact, from its start: the part of its life before its first
+	// packet (loading, a TLS library's set-up, connecting) is run ahead
+	// of the lane's CPU hogs too. Beyond the seed, whose processes have
+	// their sockets before the contact begins.
+	Start Source = "start"
+)
+
 // Nice values: the most and least boosted.
 const (
 	NiceMin = -20
@@ -76,6 +91,8 @@ type Policy struct {
 	// it picked at once, and run in short turns. Zero keeps the
 	// thread's slice.
 	Slice time.Duration
+	// From is who counts as communicating; "" is Traffic.
+	From Source
 }
 
 // SliceMin and SliceMax bound Policy.Slice: the kernel's clamp of a fair
@@ -111,6 +128,11 @@ func (p Policy) Check() error {
 	}
 	if p.Initial < p.Clamp {
 		return fmt.Errorf("initial: nice %d is beyond the clamp %d", p.Initial, p.Clamp)
+	}
+	switch p.From {
+	case "", Traffic, Start:
+	default:
+		return fmt.Errorf("from: unknown source %q (want traffic or start)", p.From)
 	}
 	if p.Slice != 0 && (p.Slice < SliceMin || p.Slice > SliceMax) {
 		return fmt.Errorf("slice: %v outside %v..%v (the kernel's bounds)", p.Slice, SliceMin, SliceMax)
@@ -184,6 +206,7 @@ type proc struct {
 type Tracker struct {
 	p     Policy
 	in    bool
+	began time.Time // when the contact began
 	procs map[int]*proc
 }
 
@@ -207,7 +230,7 @@ func (t *Tracker) Enter(now time.Time) {
 	if t.in {
 		return
 	}
-	t.in = true
+	t.in, t.began = true, now
 	for _, p := range t.procs {
 		// Traffic outside the contact is not the contact's.
 		p.fresh = true
@@ -276,6 +299,29 @@ func (t *Tracker) Observe(now time.Time, pid, orig int, c Counters) (Change, boo
 	}
 	p.nice = want
 	return Change{PID: pid, Nice: want, Restore: want == p.orig}, true
+}
+
+// Started is Observe for a process the tracker has not seen, which
+// started at started. Under a policy whose boosts count from a process's
+// start (From Start), one that started in the contact is boosted at once,
+// as if its first event had come at its start: its level is the policy's
+// at no progress (time counts from its start). Otherwise, and for a
+// process already seen, it is Observe.
+func (t *Tracker) Started(now, started time.Time, pid, orig int, c Counters) (Change, bool) {
+	if _, seen := t.procs[pid]; seen || t.p.From != Start || !t.in || started.Before(t.began) {
+		return t.Observe(now, pid, orig, c)
+	}
+	p := &proc{orig: orig, nice: orig, last: c, boosted: true, since: started}
+	t.procs[pid] = p
+	if t.p.Step == Time {
+		p.progress = float64(now.Sub(started))
+	}
+	want := min(t.p.Level(p.progress), p.orig)
+	if want == p.nice {
+		return Change{}, false
+	}
+	p.nice = want
+	return Change{PID: pid, Nice: want}, true
 }
 
 func sub(a, b uint64) uint64 {

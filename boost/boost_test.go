@@ -200,3 +200,73 @@ func TestTrackerEdges(t *testing.T) {
 		t.Error("Undo with nothing boosted changed something")
 	}
 }
+
+// From Start: a process that starts in the lane during a contact is
+// boosted at its first observation, before any traffic, at the policy's
+// level for no progress (time policies count from its start), and then
+// steps with its traffic; one that started before the contact, or any
+// process under From Traffic, waits for its traffic.
+func TestStarted(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	static := Policy{Kind: Static, Initial: -20, Clamp: NiceMin, OnLeave: Reset}
+	incr := Policy{Kind: Incr, Initial: -1, Final: -20, Step: Events, Every: 1, Clamp: NiceMin, OnLeave: Reset}
+	decr := Policy{Kind: Decr, Initial: -20, Final: -1, Step: Bytes, Every: 60000, Clamp: NiceMin, OnLeave: Reset}
+	incrTime := Policy{Kind: Incr, Initial: -1, Final: -20, Step: Time, Every: float64(100 * time.Millisecond), Clamp: NiceMin, OnLeave: Reset}
+	from := func(p Policy, s Source) Policy { p.From = s; return p }
+	for _, c := range []struct {
+		name    string
+		p       Policy
+		started int // ms; the contact begins at 1000
+		orig    int
+		// the nice after the first observation (at 1200, no traffic),
+		// then after one with 2 events and 120 KB more (at 1300)
+		first, then int
+	}{
+		{"static, started in the contact", from(static, Start), 1100, 0, -20, -20},
+		{"incr, started in the contact", from(incr, Start), 1100, 0, -1, -3},
+		{"decr, started in the contact", from(decr, Start), 1100, 0, -20, -18},
+		{"incr by time counts from the start", from(incrTime, Start), 1000, 0, -3, -4},
+		{"started before the contact: its traffic", from(static, Start), 900, 0, 0, -20},
+		{"from traffic: its traffic", from(static, Traffic), 1100, 0, 0, -20},
+		{"the default is traffic", static, 1100, 0, 0, -20},
+		{"its own nice above the boost is kept", from(incr, Start), 1100, -5, -5, -5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, err := NewTracker(c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const pid = 7
+			nice := c.orig
+			apply := func(ch Change, ok bool) {
+				if ok {
+					nice = ch.Nice
+				}
+			}
+			tr.Enter(at(1000))
+			apply(tr.Started(at(1200), at(c.started), pid, c.orig, Counters{}))
+			if nice != c.first {
+				t.Errorf("first observation: nice %d, want %d", nice, c.first)
+			}
+			apply(tr.Started(at(1300), at(c.started), pid, c.orig, Counters{Events: 2, Bytes: 120000}))
+			if nice != c.then {
+				t.Errorf("after 2 events and 120 KB: nice %d, want %d", nice, c.then)
+			}
+			for _, ch := range tr.Leave(at(1400)) {
+				nice = ch.Nice
+			}
+			if nice != c.orig {
+				t.Errorf("after the contact: nice %d, want its own %d", nice, c.orig)
+			}
+		})
+	}
+	// Outside a contact nothing is boosted, whenever the process started.
+	tr, _ := NewTracker(from(static, Start))
+	if _, ok := tr.Started(at(1200), at(1100), 1, 0, Counters{}); ok {
+		t.Error("a process that started outside any contact was boosted")
+	}
+	if err := from(static, "exec").Check(); err == nil || !strings.Contains(err.Error(), `from: unknown source "exec"`) {
+		t.Errorf("from = exec: %v, want an error naming from", err)
+	}
+}

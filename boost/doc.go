@@ -12,6 +12,14 @@
 // three slope types for each of the two dynamic kinds, plus static, and
 // two endings, the seed's fourteen policies.
 //
+// Who counts as communicating is the seed's rule by default: a process
+// whose sockets carry traffic in the contact. A policy may also count a
+// process that starts in the lane during a contact from its start
+// (Policy.From = Start), beyond the seed: a program launched when the
+// network appears spends its start-up — loading, a TLS library's set-up,
+// connecting — before its first packet, and beside CPU hogs that part
+// can take longer than the transfer.
+//
 // A Tracker applies a policy to the processes it is told about: the
 // daemon reports contacts beginning and ending (the link monitor's
 // connectivity events, or the testbed's on/off schedule) and, during a

@@ -14,6 +14,7 @@ import (
 	"github.com/lanes-qos/lanes/boost"
 	"github.com/lanes-qos/lanes/cpu"
 	"github.com/lanes-qos/lanes/events"
+	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/monitor"
 )
@@ -61,6 +62,9 @@ func describePolicy(p boost.Policy) string {
 	s += fmt.Sprintf(", clamp %d, %s when the contact ends", p.Clamp, p.OnLeave)
 	if p.Slice != 0 {
 		s += fmt.Sprintf(", slice %v", p.Slice)
+	}
+	if p.From == boost.Start {
+		s += ", and processes that start in a contact from their start"
 	}
 	return s
 }
@@ -231,13 +235,29 @@ func (run *boostRun) sample(now time.Time) {
 			if err != nil {
 				continue // exited
 			}
-			orig := 0
-			if !bl.t.Seen(pid) {
-				if orig, err = cpu.ThreadNice(pid); err != nil {
-					continue
+			cnt := boost.Counters{Events: c.Events, Bytes: c.Bytes}
+			if bl.t.Seen(pid) {
+				if ch, ok := bl.t.Observe(now, pid, 0, cnt); ok {
+					run.apply(bl, []boost.Change{ch})
 				}
+				continue
 			}
-			if ch, ok := bl.t.Observe(now, pid, orig, boost.Counters{Events: c.Events, Bytes: c.Bytes}); ok {
+			orig, err := cpu.ThreadNice(pid)
+			if err != nil {
+				continue
+			}
+			// Under from = "start" a process that started in the
+			// contact counts from its start. The kernel gives the start
+			// to a tick (10 ms): one whose tick ends after the contact
+			// began counts (a program launched as the contact begins).
+			started := now
+			if bl.t.Policy().From == boost.Start {
+				if started, err = procfs.Started(pid, now); err != nil {
+					continue // exited
+				}
+				started = started.Add(time.Second / procfs.UserHZ)
+			}
+			if ch, ok := bl.t.Started(now, started, pid, orig, cnt); ok {
 				run.apply(bl, []boost.Change{ch})
 			}
 		}

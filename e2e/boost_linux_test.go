@@ -215,3 +215,69 @@ initial = -3
 	}
 	e.stop()
 }
+
+// from = "start": a process that starts during a contact is boosted
+// before it has any traffic; one of the lane that started before the
+// contact and does not communicate is left alone; the contact's end gives
+// the newcomer its own nice back, and a process started outside a
+// contact waits for traffic.
+func TestBoostFromStart(t *testing.T) {
+	e := newEnv(t, `[lanes.sync.boost]
+policy = "static"
+initial = -7
+from = "start"
+`)
+	// In a namespace of its own, without a default route: no contact
+	// until the test makes one.
+	e.startIn(newNetPair(t))
+	early := sleeper(t, 30)
+	if r := e.lanes("move", strconv.Itoa(early.Process.Pid), "sync"); r.code != 0 {
+		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
+	}
+	time.Sleep(300 * time.Millisecond) // lanesd has seen it
+	if r := e.lanes("contact", "up", "--lane", "sync"); r.code != 0 {
+		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	late := sleeper(t, 30)
+	if r := e.lanes("move", strconv.Itoa(late.Process.Pid), "sync"); r.code != 0 {
+		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
+	}
+	e.waitNice(late.Process.Pid, -7, "started in the contact")
+	if n := niceOf(t, early.Process.Pid); n != 0 {
+		t.Errorf("a process started before the contact, without traffic, is at nice %d, want 0", n)
+	}
+	if out := e.lanes("status").stdout; !strings.Contains(out, "processes that start in a contact from their start") {
+		t.Errorf("lanes status does not show from = start:\n%s", out)
+	}
+	if r := e.lanes("contact", "down"); r.code != 0 {
+		t.Fatalf("lanes contact down: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	e.waitNice(late.Process.Pid, 0, "contact over")
+	// Started outside a contact: the next contact waits for its traffic.
+	outside := sleeper(t, 30)
+	if r := e.lanes("move", strconv.Itoa(outside.Process.Pid), "sync"); r.code != 0 {
+		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if r := e.lanes("contact", "up", "--lane", "sync"); r.code != 0 {
+		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	time.Sleep(time.Second)
+	if n := niceOf(t, outside.Process.Pid); n != 0 {
+		t.Errorf("a process started outside the contact, without traffic, is at nice %d, want 0", n)
+	}
+	e.stop()
+}
+
+// sleeper starts this test binary as a process that sleeps secs (the
+// role, not sleep(1): busybox's in the kernel matrix's guests).
+func sleeper(t *testing.T, secs int) *exec.Cmd {
+	t.Helper()
+	c := exec.Command(testBin(t), strconv.Itoa(secs))
+	c.Env = append(os.Environ(), roleEnv+"=sleep")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c
+}

@@ -21,6 +21,7 @@ type fileBoost struct {
 	Clamp   *int    `toml:"clamp"`
 	OnLeave *string `toml:"on_leave"`
 	Slice   *string `toml:"slice"`
+	From    *string `toml:"from"`
 }
 
 // boostDefaults are the seed's evaluated parameters: INCR from nice −1 by
@@ -71,6 +72,15 @@ func (v *validator) boostPolicy(key string, fb *fileBoost) (boost.Policy, bool) 
 			return boost.Policy{}, false
 		}
 		p.Slice = d
+	}
+	if fb.From != nil {
+		switch f := boost.Source(*fb.From); f {
+		case boost.Traffic, boost.Start:
+			p.From = f
+		default:
+			v.add(key+".from", "unknown source %q (want \"traffic\": processes whose sockets carry traffic in the contact, or \"start\": those and processes that start in the lane during it)", *fb.From)
+			return boost.Policy{}, false
+		}
 	}
 	if p.Kind == boost.Static && (fb.Final != nil || fb.Step != nil || fb.Every != nil) {
 		v.add(key+".policy", "static holds one boost: final, step and every are for incr and decr")

@@ -148,6 +148,9 @@ func (l *Lane) file(base *Lane, shaped bool) *fileLane {
 		if b.Slice != 0 {
 			fl.Boost.Slice = ptr(b.Slice.String())
 		}
+		if b.From != "" {
+			fl.Boost.From = ptr(string(b.From))
+		}
 		if b.Kind != boost.Static {
 			fl.Boost.Final, fl.Boost.Step = ptr(b.Final), ptr(string(b.Step))
 			switch b.Step {

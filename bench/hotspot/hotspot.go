@@ -30,7 +30,8 @@ type Arm struct {
 // Arms are no boosting and one policy of each family: the seed's INCR
 // (nice -1 to -20, a step per event) and DECR (-20 to -1, a step per
 // 60 KB), and a static boost at -20; and, run only when named, INCR with
-// a short EEVDF slice.
+// a short EEVDF slice and the three families boosting a process started
+// in a contact from its start.
 var Arms = []Arm{
 	{"none", "", "no boosting (the seed's Original)", false},
 	{"static", "policy = \"static\"\ninitial = -20\n", "static: nice -20 for the contact", false},
@@ -38,6 +39,12 @@ var Arms = []Arm{
 	{"decr", "policy = \"decr\"\ninitial = -20\nfinal = -1\nstep = \"bytes\"\nevery = 60000\n", "DECR: nice -20, one level less per 60 KB, to -1 (the seed's)", false},
 	{"incr-slice", "policy = \"incr\"\ninitial = -1\nfinal = -20\nstep = \"events\"\nevery = 1\nslice = \"100us\"\n",
 		"INCR with a 100 µs EEVDF slice for the boosted threads (beyond the seed: Linux 6.12 custom slices)", true},
+	{"static-start", "policy = \"static\"\ninitial = -20\nfrom = \"start\"\n",
+		"static -20, and a process started in the contact from its start (beyond the seed: from = \"start\")", true},
+	{"incr-start", "policy = \"incr\"\ninitial = -1\nfinal = -20\nstep = \"events\"\nevery = 1\nfrom = \"start\"\n",
+		"INCR, and a process started in the contact from its start (beyond the seed: from = \"start\")", true},
+	{"decr-start", "policy = \"decr\"\ninitial = -20\nfinal = -1\nstep = \"bytes\"\nevery = 60000\nfrom = \"start\"\n",
+		"DECR, and a process started in the contact from its start (beyond the seed: from = \"start\")", true},
 }
 
 // armNames lists the arms for errors and help.

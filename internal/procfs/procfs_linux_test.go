@@ -256,3 +256,32 @@ func TestSocketFDs(t *testing.T) {
 		t.Errorf("SocketFDs(0): %v, want ErrNoProcess", err)
 	}
 }
+
+// Started puts a process's start on the wall clock to its tick (10 ms):
+// between just before and just after the test started it.
+func TestStarted(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	time.Sleep(50 * time.Millisecond) // away from the test binary's start
+	before := time.Now()
+	cmd := exec.Command(sleep, "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(100 * time.Millisecond)
+	got, err := Started(cmd.Process.Pid, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tick = time.Second / UserHZ
+	if got.Before(before.Add(-tick)) || got.After(after.Add(tick)) {
+		t.Errorf("started at %v, want between %v and %v (a tick either side)", got.Format(time.StampMicro), before.Format(time.StampMicro), after.Format(time.StampMicro))
+	}
+	if _, err := Started(1<<30, time.Now()); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("a pid that does not exist: %v, want ErrNoProcess", err)
+	}
+}

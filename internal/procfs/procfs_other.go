@@ -3,9 +3,11 @@
 package procfs
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 var errNoPID = syscall.ESRCH
@@ -38,3 +40,6 @@ func listNumeric(path string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// Started is not supported outside Linux.
+func Started(pid int, now time.Time) (time.Time, error) { return time.Time{}, errors.ErrUnsupported }

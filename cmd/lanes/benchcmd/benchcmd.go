@@ -292,7 +292,7 @@ root, socat, stress-ng, iperf3 and lanesd beside lanes.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.OutDir, "out", ".", "directory for hotspot.json and hotspot.md")
-	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: none, static, incr, decr, incr-slice (INCR with a 100µs EEVDF slice; default the seed's four)")
+	f.StringSliceVar(&opts.Arms, "arm", nil, "run only these arms: none, static, incr, decr, incr-slice (INCR with a 100µs EEVDF slice), static-start, incr-start, decr-start (from = \"start\"; default the seed's four)")
 	f.IntSliceVar(&opts.Hogs, "hogs", nil, "CPU hog counts (default 0,1,10,20,30)")
 	f.IntVar(&opts.Repeats, "repeats", 1, "transfers per arm and hog count")
 	f.Int64Var(&opts.Size, "size", 41_000_000, "bytes to transfer")

@@ -200,6 +200,10 @@ type proc struct {
 	boosted  bool      // communicated in a contact: holds a level
 	nice     int       // what it has now
 	fresh    bool      // a contact began: the next counters are a baseline
+	// started: it started in a contact under From Start, and counts as
+	// communicating in every contact from then on, traffic or not
+	// (reset, it is boosted again when the next contact begins).
+	started bool
 }
 
 // Tracker applies a policy to a lane's processes across contacts.
@@ -275,7 +279,7 @@ func (t *Tracker) Observe(now time.Time, pid, orig int, c Counters) (Change, boo
 		p.fresh = false
 		return Change{}, false
 	}
-	moved := dEvents > 0 || dBytes > 0
+	moved := dEvents > 0 || dBytes > 0 || p.started
 	if !p.boosted {
 		if !moved {
 			return Change{}, false
@@ -305,13 +309,16 @@ func (t *Tracker) Observe(now time.Time, pid, orig int, c Counters) (Change, boo
 // started at started. Under a policy whose boosts count from a process's
 // start (From Start), one that started in the contact is boosted at once,
 // as if its first event had come at its start: its level is the policy's
-// at no progress (time counts from its start). Otherwise, and for a
-// process already seen, it is Observe.
+// at no progress (time counts from its start). It counts as communicating
+// in later contacts too: under reset it is boosted again at the second
+// observation of the next one (the first is the contact's baseline),
+// traffic or not. Otherwise, and for a process already seen, it is
+// Observe.
 func (t *Tracker) Started(now, started time.Time, pid, orig int, c Counters) (Change, bool) {
 	if _, seen := t.procs[pid]; seen || t.p.From != Start || !t.in || started.Before(t.began) {
 		return t.Observe(now, pid, orig, c)
 	}
-	p := &proc{orig: orig, nice: orig, last: c, boosted: true, since: started}
+	p := &proc{orig: orig, nice: orig, last: c, boosted: true, since: started, started: true}
 	t.procs[pid] = p
 	if t.p.Step == Time {
 		p.progress = float64(now.Sub(started))

@@ -220,17 +220,19 @@ func TestStarted(t *testing.T) {
 		started int // ms; the contact begins at 1000
 		orig    int
 		// the nice after the first observation (at 1200, no traffic),
-		// then after one with 2 events and 120 KB more (at 1300)
-		first, then int
+		// then after one with 2 events and 120 KB more (at 1300), then
+		// in the next contact (reset), after its baseline and one more
+		// observation without traffic
+		first, then, again int
 	}{
-		{"static, started in the contact", from(static, Start), 1100, 0, -20, -20},
-		{"incr, started in the contact", from(incr, Start), 1100, 0, -1, -3},
-		{"decr, started in the contact", from(decr, Start), 1100, 0, -20, -18},
-		{"incr by time counts from the start", from(incrTime, Start), 1000, 0, -3, -4},
-		{"started before the contact: its traffic", from(static, Start), 900, 0, 0, -20},
-		{"from traffic: its traffic", from(static, Traffic), 1100, 0, 0, -20},
-		{"the default is traffic", static, 1100, 0, 0, -20},
-		{"its own nice above the boost is kept", from(incr, Start), 1100, -5, -5, -5},
+		{"static, started in the contact", from(static, Start), 1100, 0, -20, -20, -20},
+		{"incr, started in the contact", from(incr, Start), 1100, 0, -1, -3, -1},
+		{"decr, started in the contact", from(decr, Start), 1100, 0, -20, -18, -20},
+		{"incr by time counts from the start", from(incrTime, Start), 1000, 0, -3, -4, -1},
+		{"started before the contact: its traffic", from(static, Start), 900, 0, 0, -20, 0},
+		{"from traffic: its traffic", from(static, Traffic), 1100, 0, 0, -20, 0},
+		{"the default is traffic", static, 1100, 0, 0, -20, 0},
+		{"its own nice above the boost is kept", from(incr, Start), 1100, -5, -5, -5, -5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr, err := NewTracker(c.p)
@@ -258,6 +260,13 @@ func TestStarted(t *testing.T) {
 			}
 			if nice != c.orig {
 				t.Errorf("after the contact: nice %d, want its own %d", nice, c.orig)
+			}
+			cnt := Counters{Events: 2, Bytes: 120000}
+			tr.Enter(at(2000))
+			apply(tr.Observe(at(2000), pid, c.orig, cnt))
+			apply(tr.Observe(at(2100), pid, c.orig, cnt))
+			if nice != c.again {
+				t.Errorf("in the next contact, without traffic: nice %d, want %d", nice, c.again)
 			}
 		})
 	}

@@ -219,8 +219,8 @@ initial = -3
 // from = "start": a process that starts during a contact is boosted
 // before it has any traffic; one of the lane that started before the
 // contact and does not communicate is left alone; the contact's end gives
-// the newcomer its own nice back, and a process started outside a
-// contact waits for traffic.
+// the newcomer its own nice back, the next contact boosts it again, and a
+// process started outside a contact waits for traffic.
 func TestBoostFromStart(t *testing.T) {
 	e := newEnv(t, `[lanes.sync.boost]
 policy = "static"
@@ -262,6 +262,7 @@ from = "start"
 	if r := e.lanes("contact", "up", "--lane", "sync"); r.code != 0 {
 		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	e.waitNice(late.Process.Pid, -7, "the next contact, without traffic")
 	time.Sleep(time.Second)
 	if n := niceOf(t, outside.Process.Pid); n != 0 {
 		t.Errorf("a process started outside the contact, without traffic, is at nice %d, want 0", n)

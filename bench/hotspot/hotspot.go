@@ -87,6 +87,11 @@ type Options struct {
 	// the lane has no cap.
 	SlowCPU float64
 	Seed    uint64 // the on/off schedule of repeat i is seeded Seed+i
+	// StartUp starts the sender only while the link is up (in every
+	// arm; where a boost listens, once lanesd has the contact): a
+	// program launched when the network appears. Without it the sender
+	// starts wherever the schedule is.
+	StartUp bool
 	// Audio runs the seed's audio experiment instead of the transfer:
 	// the send jitter of 80-byte datagrams every 20 ms for AudioDuration
 	// (default 30s) beside cross traffic of each Cross percent of the
@@ -449,7 +454,7 @@ func (r *Results) Markdown() string {
 	b.WriteString("\nmean/sd over the repeats; the seed's mean/sd in parentheses (its Original is lanes' none).\n")
 	r.upMarkdown(&b, arms, hogs, "The link's up time during the transfer (its time less the off periods waited out):",
 		func(run Run) float64 { return run.UpSecs })
-	r.upMarkdown(&b, arms, hogs, "The time to the first byte the server received (the sender's start, TCP and TLS handshakes; no boost before it communicates):",
+	r.upMarkdown(&b, arms, hogs, "The time to the first byte the server received (the sender's start, TCP and TLS handshakes; no boost before it communicates, but in the start arms one that starts in a contact is boosted from its start):",
 		func(run Run) float64 { return run.FirstByteSecs })
 	r.upMarkdown(&b, arms, hogs, "The link's up time from the first byte to the end (the part a boost acts on):",
 		func(run Run) float64 { return run.UpAfterFirstSecs })

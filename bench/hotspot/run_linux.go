@@ -85,6 +85,9 @@ func Experiment(ctx context.Context, opts Options) (*Results, error) {
 			"up and down exponential with means %v and %v; cross traffic iperf3 UDP at a share of the link; sender and hogs in lane sync capped at %g%% of one CPU in every %v, pinned to CPU 0",
 			audioBytes, audioInterval, opts.AudioDuration, opts.Rate, opts.MeanOn, opts.MeanOff, opts.CapPct, capPeriod(opts))
 	}
+	if opts.StartUp && !opts.Audio {
+		res.Setup += "; the sender starts when the link is up (--start-up)"
+	}
 	if opts.SlowCPU > 0 {
 		res.Setup = strings.Replace(res.Setup, fmt.Sprintf("capped at %g%% of one CPU in every %v", opts.CapPct, capPeriod(opts)),
 			fmt.Sprintf("not capped, CPU 0 slowed to %g%% of its time (a SCHED_FIFO thread pinned to it spins for the rest of every millisecond)", opts.SlowCPU), 1)
@@ -300,12 +303,31 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	// The oracle: lanesd hears of every transition of the emulator's
 	// schedule (the same seed, so the same intervals).
 	// (Without a boost policy nobody listens: lanesd refuses contacts.)
+	// The sender starts once lanesd knows the link's state: a sender
+	// started while the link is up starts in a contact.
 	octx, stopOracle := context.WithCancel(ctx)
 	contacts := make(chan int, 1)
 	if a.Boost != "" {
-		go func() { contacts <- oracle(octx, c, linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed), t0) }()
+		ready, up := make(chan struct{}), make(chan struct{})
+		go func() {
+			contacts <- oracle(octx, c, linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed), t0, ready, up)
+		}()
+		wait := ready
+		if opts.StartUp && !audio {
+			wait = up
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
 	} else {
 		contacts <- 0
+		if opts.StartUp && !audio {
+			sched := linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed)
+			if at := time.Since(t0); sched.NextUp(at) != at {
+				sleepUntil(ctx, t0.Add(sched.NextUp(at)))
+			}
+		}
 	}
 
 	if audio {
@@ -352,13 +374,28 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 }
 
 // oracle reports each up and down transition of sched (time from t0) to
-// lanesd until ctx ends, and returns how many contacts began.
-func oracle(ctx context.Context, c *client.Client, sched *linkem.ExpSchedule, t0 time.Time) int {
+// lanesd until ctx ends, and returns how many contacts began. It closes
+// ready once lanesd knows the link's state now (a contact begun if the
+// link is up, none if it is down), and up once lanesd has the first
+// contact.
+func oracle(ctx context.Context, c *client.Client, sched *linkem.ExpSchedule, t0 time.Time, ready, up chan<- struct{}) int {
 	n := 0
+	at := time.Since(t0)
+	if end := sched.NextUp(at); end != at { // down now: the first contact begins at its end
+		close(ready)
+		ready = nil
+		if !sleepUntil(ctx, t0.Add(end)) {
+			return n
+		}
+		at = end
+	}
 	if _, err := c.Contact(ctx, true, nil); err == nil {
 		n++
 	}
-	at := time.Duration(0)
+	if ready != nil {
+		close(ready)
+	}
+	close(up)
 	for ctx.Err() == nil {
 		// The next down period: NextUp of a time inside it is its end.
 		end := sched.NextUp(at)

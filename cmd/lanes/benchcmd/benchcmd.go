@@ -301,6 +301,7 @@ root, socat, stress-ng, iperf3 and lanesd beside lanes.`,
 	f.DurationVar(&opts.MeanOff, "off", 5*time.Second, "mean down period of the link")
 	f.Float64Var(&opts.CapPct, "cap", 5, "the sender's lane cap, percent of one CPU")
 	f.DurationVar(&opts.CapPeriod, "cap-period", 0, "the period the cap is enforced in (the lane's cpu.cap_period; 0: the kernel's 100ms); it must hold 1ms of the cap")
+	f.BoolVar(&opts.StartUp, "start-up", false, "start the sender only while the link is up, in every arm (a program launched when the network appears; for the start-* arms)")
 	f.Float64Var(&opts.SlowCPU, "slow-cpu", 0, "instead of the cap, slow CPU 0 down to this percent of its time (5-95): a real-time thread spins for the rest of every millisecond, as from a clocked-down CPU (0: use the cap)")
 	f.Uint64Var(&opts.Seed, "seed", 2006, "seed of the on/off schedule (repeat i uses seed+i)")
 	f.BoolVar(&opts.Audio, "audio", false, "run the seed's audio experiment instead: send jitter of 80-byte datagrams every 20 ms beside cross traffic (hogs default 0,1)")

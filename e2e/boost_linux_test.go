@@ -230,15 +230,17 @@ from = "start"
 	// In a namespace of its own, without a default route: no contact
 	// until the test makes one.
 	e.startIn(newNetPair(t))
-	early := sleeper(t, 30)
+	// The sleepers outlast the test (killed when it ends), under
+	// emulation too.
+	early := sleeper(t, 120)
 	if r := e.lanes("move", strconv.Itoa(early.Process.Pid), "sync"); r.code != 0 {
 		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
 	}
-	time.Sleep(300 * time.Millisecond) // lanesd has seen it
+	time.Sleep(300 * time.Millisecond) // its start well before the contact's
 	if r := e.lanes("contact", "up", "--lane", "sync"); r.code != 0 {
 		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	late := sleeper(t, 30)
+	late := sleeper(t, 120)
 	if r := e.lanes("move", strconv.Itoa(late.Process.Pid), "sync"); r.code != 0 {
 		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
 	}
@@ -254,7 +256,7 @@ from = "start"
 	}
 	e.waitNice(late.Process.Pid, 0, "contact over")
 	// Started outside a contact: the next contact waits for its traffic.
-	outside := sleeper(t, 30)
+	outside := sleeper(t, 120)
 	if r := e.lanes("move", strconv.Itoa(outside.Process.Pid), "sync"); r.code != 0 {
 		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
 	}

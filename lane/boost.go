@@ -74,13 +74,7 @@ func (v *validator) boostPolicy(key string, fb *fileBoost) (boost.Policy, bool) 
 		p.Slice = d
 	}
 	if fb.From != nil {
-		switch f := boost.Source(*fb.From); f {
-		case boost.Traffic, boost.Start:
-			p.From = f
-		default:
-			v.add(key+".from", "unknown source %q (want \"traffic\": processes whose sockets carry traffic in the contact, or \"start\": those and processes that start in the lane during it)", *fb.From)
-			return boost.Policy{}, false
-		}
+		p.From = boost.Source(*fb.From) // checked by p.Check below
 	}
 	if p.Kind == boost.Static && (fb.Final != nil || fb.Step != nil || fb.Every != nil) {
 		v.add(key+".policy", "static holds one boost: final, step and every are for incr and decr")

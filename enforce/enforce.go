@@ -194,7 +194,7 @@ func (e *Engine) Mechanisms() []features.Mechanism {
 		grouping.Reason = "no cgroup2 mount: no BPF classification by cgroup"
 	}
 	if e.H.Via != "" {
-		grouping.Reason += "; reached through " + e.H.Via + ": this mount namespace hides /sys/fs/cgroup (lanesd started by `ip netns exec`?)"
+		grouping.Reason += fmt.Sprintf("; reached through %s (the mount namespace of pid %d): this mount namespace hides /sys/fs/cgroup (lanesd started by `ip netns exec`?)", e.H.Via, e.H.ViaPID)
 	}
 	return []features.Mechanism{grouping, e.placement, e.CPU.Mechanism(), e.Disk.Mechanism()}
 }

@@ -61,10 +61,14 @@ type Hierarchy struct {
 	// cgroup.subtree_control, so that Undo can disable them again.
 	Enabled []string
 	// Via is "" when the roots are this mount namespace's mounts, or the
-	// path prefix ("/proc/1/root", or an ancestor's) through which Detect
-	// reached another mount namespace's when this one has none (lanesd
-	// started by `ip netns exec`, which remounts /sys).
+	// path prefix through which Detect reached another mount namespace's
+	// when this one has none (lanesd started by `ip netns exec`, which
+	// remounts /sys): "/proc/1/root", or for an ancestor's namespace a
+	// descriptor this process holds open to its root
+	// ("/proc/self/fd/N"), which outlives the ancestor.
 	Via string
+	// ViaPID is the process whose mount namespace Via reaches (0: none).
+	ViaPID int
 	// Units is systemd's unit manager where systemd owns the cgroup tree
 	// (set by the caller after Detect, on unified hosts only): each group
 	// is then a slice with a scope for its processes, created and stopped

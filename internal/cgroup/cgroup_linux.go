@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -530,7 +531,19 @@ func detectMounts(mountinfo string) (*Hierarchy, error) {
 // groups and files. PID 1 comes first, then this process's ancestors
 // (the shell that ran `ip netns exec`), for hosts where PID 1's root is
 // out of reach (a more privileged init in a container).
+//
+// An ancestor may exit (the shell that started lanesd in the
+// background): the namespace found is held open (see holdNamespace), so
+// that its mounts stay reachable for this process's life, and later
+// calls reuse it.
 func detectViaInit() (*Hierarchy, error) {
+	held.Lock()
+	defer held.Unlock()
+	if held.via != "" {
+		if h, err := hierarchyVia(held.mountinfo, held.via, held.pid); err == nil {
+			return h, nil
+		}
+	}
 	var tried []string
 	for _, pid := range append([]int{1}, ancestors()...) {
 		via := "/proc/" + strconv.Itoa(pid) + "/root"
@@ -539,34 +552,87 @@ func detectViaInit() (*Hierarchy, error) {
 			tried = append(tried, fmt.Sprintf("%s: %v", via, err))
 			continue
 		}
-		h, err := DetectAt(string(b))
-		if err != nil {
+		h, err := hierarchyVia(string(b), via, pid)
+		if errors.Is(err, ErrNoCgroups) {
 			continue // the same namespace as ours, or no cgroups there either
 		}
-		probe := h.V2Root
-		if probe == "" {
-			probe = h.CPURoot
-		}
-		if _, err := os.Stat(via + probe); err != nil {
-			tried = append(tried, fmt.Sprintf("%s%s: %v", via, probe, err))
+		if err != nil {
+			tried = append(tried, err.Error())
 			continue
 		}
-		h.Via = via
-		for _, root := range []*string{&h.V2Root, &h.CPURoot, &h.BlkioRoot} {
-			if *root != "" {
-				*root = via + *root
+		if pid == 1 {
+			return h, nil // PID 1 outlives lanesd
+		}
+		if hv, err := holdNamespace(pid); err == nil {
+			if hh, err := hierarchyVia(string(b), hv, pid); err == nil {
+				held.via, held.mountinfo, held.pid = hv, string(b), pid
+				return hh, nil
 			}
 		}
-		for k, v := range h.V1 {
-			h.V1[k] = via + v
-		}
-		return h, nil
+		return h, nil // as before: valid while pid lives
 	}
 	msg := "no other process's mount namespace with one could be reached"
 	if len(tried) > 0 {
 		msg = "none could be reached through another process's mounts (" + strings.Join(tried, "; ") + ")"
 	}
 	return nil, fmt.Errorf("detect cgroups: %w in this mount namespace, and %s: under `ip netns exec`, start lanesd with `nsenter --net=/run/netns/NAME lanesd`, which enters only the network namespace", ErrNoCgroups, msg)
+}
+
+// held is the mount namespace detectViaInit holds open.
+var held struct {
+	sync.Mutex
+	via, mountinfo string
+	pid            int
+	files          []*os.File // never closed: held for the process's life
+}
+
+// hierarchyVia is the hierarchy of another mount namespace's mountinfo,
+// its roots reached through the path prefix via (pid: whose namespace,
+// for ViaPID); an error if its root cannot be reached.
+func hierarchyVia(mountinfo, via string, pid int) (*Hierarchy, error) {
+	h, err := DetectAt(mountinfo)
+	if err != nil {
+		return nil, err
+	}
+	probe := h.V2Root
+	if probe == "" {
+		probe = h.CPURoot
+	}
+	if _, err := os.Stat(via + probe); err != nil {
+		return nil, fmt.Errorf("%s%s: %w", via, probe, err)
+	}
+	h.Via, h.ViaPID = via, pid
+	for _, root := range []*string{&h.V2Root, &h.CPURoot, &h.BlkioRoot} {
+		if *root != "" {
+			*root = via + *root
+		}
+	}
+	for k, v := range h.V1 {
+		h.V1[k] = via + v
+	}
+	return h, nil
+}
+
+// holdNamespace opens pid's mount namespace and its root directory and
+// keeps both open, and returns a path prefix to that root through this
+// process's descriptor (/proc/self/fd/N): it walks into that namespace's
+// mounts after pid has exited. The namespace descriptor keeps the
+// namespace, and so its mount tree, alive once no process is in it
+// (without it the mounts under the held root would be detached).
+func holdNamespace(pid int) (string, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	ns, err := os.Open(dir + "/ns/mnt")
+	if err != nil {
+		return "", fmt.Errorf("hold the mount namespace of pid %d: %w", pid, err)
+	}
+	fd, err := unix.Open(dir+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		ns.Close()
+		return "", fmt.Errorf("hold the root of pid %d: %w", pid, err)
+	}
+	root := os.NewFile(uintptr(fd), dir+"/root")
+	held.files = append(held.files, ns, root)
+	return "/proc/self/fd/" + strconv.Itoa(fd), nil
 }
 
 // ancestors are this process's parent, its parent's, and so on up to

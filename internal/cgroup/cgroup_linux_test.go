@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"reflect"
 	"runtime"
 	"slices"
@@ -369,5 +370,72 @@ func TestDelegatedUnit(t *testing.T) {
 	}
 	if got := (&Hierarchy{}).DelegatedUnit("/system.slice/box.service"); got != "" {
 		t.Errorf("without a v2 mount: %q", got)
+	}
+}
+
+// A mount namespace reached through another process (lanesd under `ip
+// netns exec`, its hierarchy found through an ancestor's mounts) stays
+// reachable after that process exits: holdNamespace keeps the namespace
+// and its root open. The process here is alone in a mount namespace of
+// its own (unshare -m), which without the hold would be torn down, and
+// its mounts with it, when it exits.
+func TestHoldNamespace(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare(1)")
+	}
+	h, err := DetectMounts()
+	if err != nil || h.Via != "" {
+		t.Skipf("this mount namespace has no cgroup mounts of its own (%v)", err)
+	}
+	probe := h.V2Root
+	if probe == "" {
+		probe = h.CPURoot
+	}
+	c := exec.Command("unshare", "-m", "sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	pid := c.Process.Pid
+	ours, _ := os.Readlink("/proc/self/ns/mnt")
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if ns != ours && strings.TrimSpace(string(comm)) == "sleep" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("unshare -m sleep: no namespace of its own after 10 s (%s, %q)", ns, comm)
+		}
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	via, err := holdNamespace(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(via, "/proc/self/fd/") {
+		t.Fatalf("holdNamespace = %q, want a /proc/self/fd/ path", via)
+	}
+	c.Process.Kill()
+	c.Wait()
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/root" + probe); err == nil {
+		t.Fatalf("the process's root still reachable after it exited: the test proves nothing")
+	}
+	hv, err := hierarchyVia(string(b), via, pid)
+	if err != nil {
+		t.Fatalf("after the process exited: %v", err)
+	}
+	if hv.ViaPID != pid || !strings.HasPrefix(hv.CPURoot+hv.V2Root, via) {
+		t.Errorf("hierarchy %+v, want its roots under %s and ViaPID %d", hv, via, pid)
+	}
+	// The cgroup filesystem is mounted there: its own files, not an
+	// empty directory of a detached tree.
+	f := "/cgroup.procs"
+	if _, err := os.Stat(via + probe + f); err != nil {
+		t.Errorf("a cgroup file through the held namespace: %v", err)
 	}
 }

@@ -252,7 +252,7 @@ func (run *boostRun) sample(now time.Time) {
 			// began counts (a program launched as the contact begins).
 			started := now
 			if bl.t.Policy().From == boost.Start {
-				if started, err = procfs.Started(pid, now); err != nil {
+				if started, err = procfs.Started(pid); err != nil {
 					continue // exited
 				}
 				started = started.Add(time.Second / procfs.UserHZ)

@@ -174,15 +174,17 @@ func CPUClock(pid int) (time.Duration, error) {
 	return time.Duration(ts.Nano()), nil
 }
 
-// Started is when a process started, on the wall clock of now: its start
-// time (ticks after boot) against the boot-time clock read at now. Exact
-// to a tick (10 ms).
-func Started(pid int, now time.Time) (time.Time, error) {
+// Started is when a process started, on the wall clock: its start time
+// (ticks after boot) against the boot-time clock, read together with the
+// wall clock (a caller's earlier reading of the wall clock would put the
+// start early by the time since). Exact to a tick (10 ms).
+func Started(pid int) (time.Time, error) {
 	st, err := ReadStat(pid)
 	if err != nil {
 		return time.Time{}, err
 	}
 	var ts unix.Timespec
+	now := time.Now()
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
 		return time.Time{}, fmt.Errorf("boot-time clock: %w", err)
 	}

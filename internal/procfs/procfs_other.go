@@ -42,4 +42,4 @@ func listNumeric(path string) ([]int, error) {
 }
 
 // Started is not supported outside Linux.
-func Started(pid int, now time.Time) (time.Time, error) { return time.Time{}, errors.ErrUnsupported }
+func Started(pid int) (time.Time, error) { return time.Time{}, errors.ErrUnsupported }

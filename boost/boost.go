@@ -54,10 +54,12 @@ const (
 	// (the seed's boosted set), each from its first event in it.
 	Traffic Source = "traffic"
 	// Start: those, and a process that starts in the lane during the
-	// contact, from its start: the part of its life before its first
-	// packet (loading, a TLS library's set-up, connecting) is run ahead
-	// of the lane's CPU hogs too. Beyond the seed, whose processes have
-	// their sockets before the contact begins.
+	// contact or while the link was down before it, from its start (or
+	// the contact's, if later): the part of its life before its first
+	// packet (loading, a TLS library's set-up, connecting, waiting for
+	// the network) is run ahead of the lane's CPU hogs too. Beyond the
+	// seed, whose processes have their sockets before the contact
+	// begins.
 	Start Source = "start"
 )
 
@@ -211,6 +213,10 @@ type Tracker struct {
 	p     Policy
 	in    bool
 	began time.Time // when the contact began
+	// down is when the link went down before the contact (the last
+	// contact's end, or Down's time); zero when not known. Under From
+	// Start a process that started after it counts from its start.
+	down  time.Time
 	procs map[int]*proc
 }
 
@@ -227,6 +233,17 @@ func (t *Tracker) Policy() Policy { return t.p }
 
 // InContact reports whether a contact is on.
 func (t *Tracker) InContact() bool { return t.in }
+
+// Down tells a tracker outside a contact that the link has been down
+// since now (lanesd starting without connectivity), so that under From
+// Start a process started while it waits for the first contact counts
+// from its start, as one started after a contact's end does. Without it
+// only processes started in a contact count.
+func (t *Tracker) Down(now time.Time) {
+	if !t.in {
+		t.down = now
+	}
+}
 
 // Enter begins a contact. Processes retained from the last one go on
 // from their levels; the rest boost when they next communicate.
@@ -250,7 +267,7 @@ func (t *Tracker) Leave(now time.Time) []Change {
 	if !t.in {
 		return nil
 	}
-	t.in = false
+	t.in, t.down = false, now
 	if t.p.OnLeave == Retain {
 		for _, p := range t.procs {
 			if p.boosted && t.p.Step == Time {
@@ -307,21 +324,31 @@ func (t *Tracker) Observe(now time.Time, pid, orig int, c Counters) (Change, boo
 
 // Started is Observe for a process the tracker has not seen, which
 // started at started. Under a policy whose boosts count from a process's
-// start (From Start), one that started in the contact is boosted at once,
-// as if its first event had come at its start: its level is the policy's
-// at no progress (time counts from its start). It counts as communicating
+// start (From Start), one that started in the contact, or while the link
+// was down before it (since the last contact ended, or since Down), is
+// boosted at once, as if its first event had come at its start: its
+// level is the policy's at no progress (time counts from its start, or
+// from the contact's if it started before). It counts as communicating
 // in later contacts too: under reset it is boosted again at the second
 // observation of the next one (the first is the contact's baseline),
 // traffic or not. Otherwise, and for a process already seen, it is
 // Observe.
 func (t *Tracker) Started(now, started time.Time, pid, orig int, c Counters) (Change, bool) {
-	if _, seen := t.procs[pid]; seen || t.p.From != Start || !t.in || started.Before(t.began) {
+	from := t.began
+	if !t.down.IsZero() {
+		from = t.down
+	}
+	if _, seen := t.procs[pid]; seen || t.p.From != Start || !t.in || started.Before(from) {
 		return t.Observe(now, pid, orig, c)
 	}
-	p := &proc{orig: orig, nice: orig, last: c, boosted: true, since: started, started: true}
+	since := started
+	if since.Before(t.began) {
+		since = t.began
+	}
+	p := &proc{orig: orig, nice: orig, last: c, boosted: true, since: since, started: true}
 	t.procs[pid] = p
 	if t.p.Step == Time {
-		p.progress = float64(now.Sub(started))
+		p.progress = float64(now.Sub(since))
 	}
 	want := min(t.p.Level(p.progress), p.orig)
 	if want == p.nice {

@@ -201,10 +201,12 @@ func TestTrackerEdges(t *testing.T) {
 	}
 }
 
-// From Start: a process that starts in the lane during a contact is
-// boosted at its first observation, before any traffic, at the policy's
-// level for no progress (time policies count from its start), and then
-// steps with its traffic; one that started before the contact, or any
+// From Start: a process that starts in the lane during a contact, or
+// while the link was down before it, is boosted at its first
+// observation, before any traffic, at the policy's level for no progress
+// (time policies count from its start, or the contact's if later), and
+// then steps with its traffic; one that started before the link went
+// down (or before the contact, when the tracker was never told), or any
 // process under From Traffic, waits for its traffic.
 func TestStarted(t *testing.T) {
 	t0 := time.Unix(1000, 0)
@@ -218,6 +220,7 @@ func TestStarted(t *testing.T) {
 		name    string
 		p       Policy
 		started int // ms; the contact begins at 1000
+		down    int // ms; when Down says the link went down (0: not told)
 		orig    int
 		// the nice after the first observation (at 1200, no traffic),
 		// then after one with 2 events and 120 KB more (at 1300), then
@@ -225,14 +228,19 @@ func TestStarted(t *testing.T) {
 		// observation without traffic
 		first, then, again int
 	}{
-		{"static, started in the contact", from(static, Start), 1100, 0, -20, -20, -20},
-		{"incr, started in the contact", from(incr, Start), 1100, 0, -1, -3, -1},
-		{"decr, started in the contact", from(decr, Start), 1100, 0, -20, -18, -20},
-		{"incr by time counts from the start", from(incrTime, Start), 1000, 0, -3, -4, -1},
-		{"started before the contact: its traffic", from(static, Start), 900, 0, 0, -20, 0},
-		{"from traffic: its traffic", from(static, Traffic), 1100, 0, 0, -20, 0},
-		{"the default is traffic", static, 1100, 0, 0, -20, 0},
-		{"its own nice above the boost is kept", from(incr, Start), 1100, -5, -5, -5, -5},
+		{"static, started in the contact", from(static, Start), 1100, 0, 0, -20, -20, -20},
+		{"incr, started in the contact", from(incr, Start), 1100, 0, 0, -1, -3, -1},
+		{"decr, started in the contact", from(decr, Start), 1100, 0, 0, -20, -18, -20},
+		{"incr by time counts from the start", from(incrTime, Start), 1000, 0, 0, -3, -4, -1},
+		{"started before the contact: its traffic", from(static, Start), 900, 0, 0, 0, -20, 0},
+		{"started while the link was down", from(static, Start), 900, 800, 0, -20, -20, -20},
+		{"decr, started while the link was down", from(decr, Start), 900, 800, 0, -20, -18, -20},
+		{"incr by time, started while down: from the contact's start", from(incrTime, Start), 900, 800, 0, -3, -4, -1},
+		{"started before the link went down: its traffic", from(static, Start), 700, 800, 0, 0, -20, 0},
+		{"from traffic, started while down: its traffic", from(static, Traffic), 900, 800, 0, 0, -20, 0},
+		{"from traffic: its traffic", from(static, Traffic), 1100, 0, 0, 0, -20, 0},
+		{"the default is traffic", static, 1100, 0, 0, 0, -20, 0},
+		{"its own nice above the boost is kept", from(incr, Start), 1100, 0, -5, -5, -5, -5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr, err := NewTracker(c.p)
@@ -245,6 +253,9 @@ func TestStarted(t *testing.T) {
 				if ok {
 					nice = ch.Nice
 				}
+			}
+			if c.down != 0 {
+				tr.Down(at(c.down))
 			}
 			tr.Enter(at(1000))
 			apply(tr.Started(at(1200), at(c.started), pid, c.orig, Counters{}))
@@ -274,6 +285,34 @@ func TestStarted(t *testing.T) {
 	tr, _ := NewTracker(from(static, Start))
 	if _, ok := tr.Started(at(1200), at(1100), 1, 0, Counters{}); ok {
 		t.Error("a process that started outside any contact was boosted")
+	}
+	// After a contact, a process that started once it ended (the link
+	// down) counts in the next; one that started in it (moved into the
+	// lane since), or was seen there without traffic, waits for its
+	// traffic.
+	tr, _ = NewTracker(from(static, Start))
+	tr.Enter(at(0))
+	tr.Observe(at(100), 1, 0, Counters{}) // seen in the contact, no traffic
+	tr.Leave(at(500))
+	tr.Enter(at(1000))
+	if _, ok := tr.Started(at(1000), at(400), 2, 0, Counters{}); ok {
+		t.Error("a process started in the last contact, first seen now, was boosted")
+	}
+	if ch, ok := tr.Started(at(1000), at(600), 3, 0, Counters{}); !ok || ch.Nice != -20 {
+		t.Errorf("a process started after the last contact ended: %+v %v, want nice -20", ch, ok)
+	}
+	if _, ok := tr.Observe(at(1100), 1, 0, Counters{}); ok {
+		t.Error("a process seen in the last contact without traffic was boosted")
+	}
+	// Down, outside a contact, moves the time processes count from.
+	tr.Leave(at(1200))
+	tr.Down(at(1500))
+	tr.Enter(at(2000))
+	if _, ok := tr.Started(at(2000), at(1300), 4, 0, Counters{}); ok {
+		t.Error("a process started before Down's time was boosted")
+	}
+	if ch, ok := tr.Started(at(2000), at(1600), 5, 0, Counters{}); !ok || ch.Nice != -20 {
+		t.Errorf("a process started after Down's time: %+v %v, want nice -20", ch, ok)
 	}
 	if err := from(static, "exec").Check(); err == nil || !strings.Contains(err.Error(), `from: unknown source "exec"`) {
 		t.Errorf("from = exec: %v, want an error naming from", err)

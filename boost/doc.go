@@ -14,9 +14,10 @@
 //
 // Who counts as communicating is the seed's rule by default: a process
 // whose sockets carry traffic in the contact. A policy may also count a
-// process that starts in the lane during a contact from its start
-// (Policy.From = Start), beyond the seed: a program launched when the
-// network appears spends its start-up — loading, a TLS library's set-up,
+// process that starts in the lane during a contact, or while the link is
+// down before it, from its start (Policy.From = Start), beyond the seed:
+// a program launched when the network appears, or launched offline to
+// wait for it, spends its start-up — loading, a TLS library's set-up,
 // connecting — before its first packet, and beside CPU hogs that part
 // can take longer than the transfer.
 //

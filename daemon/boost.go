@@ -64,7 +64,7 @@ func describePolicy(p boost.Policy) string {
 		s += fmt.Sprintf(", slice %v", p.Slice)
 	}
 	if p.From == boost.Start {
-		s += ", and processes that start in a contact from their start"
+		s += ", and processes started in a contact or while the link was down before it, from their start"
 	}
 	return s
 }
@@ -103,6 +103,13 @@ func (d *Daemon) startBoost(cfg *lane.Config) {
 	run := &boostRun{d: d, cancel: cancel, done: make(chan struct{}), sub: sub, lanes: lanes}
 	if d.connUp.Load() {
 		run.contact(true, nil, "net.connectivity")
+	} else {
+		// Under from = "start", a process started while lanesd waits
+		// for the first contact counts from its start.
+		now := time.Now()
+		for _, bl := range lanes {
+			bl.t.Down(now)
+		}
 	}
 	go run.loop(ctx)
 	d.boost = run

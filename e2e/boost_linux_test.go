@@ -216,58 +216,67 @@ initial = -3
 	e.stop()
 }
 
-// from = "start": a process that starts during a contact is boosted
-// before it has any traffic; one of the lane that started before the
-// contact and does not communicate is left alone; the contact's end gives
-// the newcomer its own nice back, the next contact boosts it again, and a
-// process started outside a contact waits for traffic.
+// from = "start": a process that starts during a contact, or while the
+// link is down before it, is boosted before it has any traffic; one of
+// the lane that started before lanesd (so before the link was known to
+// be down) and does not communicate is left alone; the contact's end
+// gives the boosted their own nice back, and the next contact boosts
+// them again, with a process started in the down period between.
 func TestBoostFromStart(t *testing.T) {
 	e := newEnv(t, `[lanes.sync.boost]
 policy = "static"
 initial = -7
 from = "start"
 `)
-	// In a namespace of its own, without a default route: no contact
-	// until the test makes one.
-	e.startIn(newNetPair(t))
 	// The sleepers outlast the test (killed when it ends), under
 	// emulation too.
 	early := sleeper(t, 120)
-	if r := e.lanes("move", strconv.Itoa(early.Process.Pid), "sync"); r.code != 0 {
-		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
+	time.Sleep(300 * time.Millisecond) // its start well before lanesd's
+	// In a namespace of its own, without a default route: no contact
+	// until the test makes one.
+	e.startIn(newNetPair(t))
+	move := func(c *exec.Cmd) {
+		t.Helper()
+		if r := e.lanes("move", strconv.Itoa(c.Process.Pid), "sync"); r.code != 0 {
+			t.Fatalf("lanes move: %d %s", r.code, r.stderr)
+		}
 	}
-	time.Sleep(300 * time.Millisecond) // its start well before the contact's
-	if r := e.lanes("contact", "up", "--lane", "sync"); r.code != 0 {
-		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
+	contact := func(state string) {
+		t.Helper()
+		if r := e.lanes("contact", state); r.code != 0 {
+			t.Fatalf("lanes contact %s: %d %q %q", state, r.code, r.stdout, r.stderr)
+		}
 	}
+	move(early)
+	waiting := sleeper(t, 120) // started while lanesd waits for a contact
+	move(waiting)
+	time.Sleep(300 * time.Millisecond)
+	if n := niceOf(t, waiting.Process.Pid); n != 0 {
+		t.Errorf("before any contact a process is at nice %d, want 0", n)
+	}
+	contact("up")
+	e.waitNice(waiting.Process.Pid, -7, "started while the link was down, at the contact")
 	late := sleeper(t, 120)
-	if r := e.lanes("move", strconv.Itoa(late.Process.Pid), "sync"); r.code != 0 {
-		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
-	}
+	move(late)
 	e.waitNice(late.Process.Pid, -7, "started in the contact")
 	if n := niceOf(t, early.Process.Pid); n != 0 {
-		t.Errorf("a process started before the contact, without traffic, is at nice %d, want 0", n)
+		t.Errorf("a process started before lanesd, without traffic, is at nice %d, want 0", n)
 	}
-	if out := e.lanes("status").stdout; !strings.Contains(out, "processes that start in a contact from their start") {
+	if out := e.lanes("status").stdout; !strings.Contains(out, "processes started in a contact or while the link was down before it, from their start") {
 		t.Errorf("lanes status does not show from = start:\n%s", out)
 	}
-	if r := e.lanes("contact", "down"); r.code != 0 {
-		t.Fatalf("lanes contact down: %d %q %q", r.code, r.stdout, r.stderr)
-	}
+	contact("down")
 	e.waitNice(late.Process.Pid, 0, "contact over")
-	// Started outside a contact: the next contact waits for its traffic.
-	outside := sleeper(t, 120)
-	if r := e.lanes("move", strconv.Itoa(outside.Process.Pid), "sync"); r.code != 0 {
-		t.Fatalf("lanes move: %d %s", r.code, r.stderr)
-	}
+	e.waitNice(waiting.Process.Pid, 0, "contact over")
+	between := sleeper(t, 120)
+	move(between)
 	time.Sleep(300 * time.Millisecond)
-	if r := e.lanes("contact", "up", "--lane", "sync"); r.code != 0 {
-		t.Fatalf("lanes contact up: %d %q %q", r.code, r.stdout, r.stderr)
-	}
+	contact("up")
 	e.waitNice(late.Process.Pid, -7, "the next contact, without traffic")
+	e.waitNice(between.Process.Pid, -7, "started between the contacts")
 	time.Sleep(time.Second)
-	if n := niceOf(t, outside.Process.Pid); n != 0 {
-		t.Errorf("a process started outside the contact, without traffic, is at nice %d, want 0", n)
+	if n := niceOf(t, early.Process.Pid); n != 0 {
+		t.Errorf("in the next contact a process started before lanesd, without traffic, is at nice %d, want 0", n)
 	}
 	e.stop()
 }

@@ -17,8 +17,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -250,9 +252,10 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		}
 		cfg += fmt.Sprintf("cpu = { %s }\n", capKeys)
 	}
-	if a.Boost != "" {
-		cfg += "\n[lanes.sync.boost]\n" + a.Boost
-	}
+	// lanesd starts without the arm's boost; it is loaded once the hogs
+	// run (below), so that they predate it, as a device's running work
+	// predates its next contact. (Under from = "start" a process started
+	// while lanesd waits for its first contact counts from its start.)
 	if err := os.WriteFile(filepath.Join(rdir, "lanes.toml"), []byte(cfg), 0o644); err != nil {
 		return fail(err)
 	}
@@ -260,17 +263,24 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	if err != nil {
 		return fail(err)
 	}
+	// The boost events (each change of a process's nice, and the
+	// contacts), a JSON line each, with the sender's pid: what lanesd
+	// boosted, and when.
+	var boosts lockedBuffer
 	defer func() {
-		// lanesd's log beside the results: what it boosted, and when.
+		// lanesd's log beside the results, and its boosts.
 		d.kill()
-		name := fmt.Sprintf("lanesd-%s-%dhogs-%d.log", a.Name, hogs, rep)
+		name := fmt.Sprintf("%s-%dhogs-%d", a.Name, hogs, rep)
 		if audio {
-			name = fmt.Sprintf("lanesd-%s-%dhogs-%dcross-%d.log", a.Name, hogs, cross, rep)
+			name = fmt.Sprintf("%s-%dhogs-%dcross-%d", a.Name, hogs, cross, rep)
 		}
 		if err := os.MkdirAll(filepath.Join(opts.OutDir, "logs"), 0o755); err == nil {
 			// The run's temporary directory is gone: named, not given.
 			log := bytes.ReplaceAll(d.stderr.Bytes(), []byte(dir+"/"), []byte("RUNDIR/"))
-			os.WriteFile(filepath.Join(opts.OutDir, "logs", name), log, 0o644)
+			os.WriteFile(filepath.Join(opts.OutDir, "logs", "lanesd-"+name+".log"), log, 0o644)
+			if b := boosts.bytes(); len(b) > 0 {
+				os.WriteFile(filepath.Join(opts.OutDir, "logs", "boost-"+name+".jsonl"), b, 0o644)
+			}
 		}
 	}()
 	c := client.New(socket)
@@ -280,6 +290,19 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		}
 	}
 	lanesRun := []string{opts.LanesBin, "--socket", socket, "run", "-l", "sync", "--", "taskset", "-c", "0"}
+	if a.Boost != "" {
+		if st, err := c.Events(ctx, client.EventsQuery{Topics: []string{"boost.>"}, Follow: true}); err == nil {
+			go func() { // ends with lanesd
+				defer st.Close()
+				for {
+					if _, err := st.Next(); err != nil {
+						return
+					}
+					boosts.line(st.Raw())
+				}
+			}()
+		}
+	}
 
 	var srv *proc
 	var got countWriter
@@ -299,6 +322,22 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		defer h.kill()
 	}
 	time.Sleep(time.Second) // the server listening, the hogs running
+	if hogs > 0 {
+		// On the slowed CPU stress-ng takes seconds to fork its
+		// workers; all of them start before the boost is loaded.
+		if err := waitProcs(ctx, c, "sync", "stress-ng", hogs+1, 60*time.Second); err != nil {
+			return fail(fmt.Errorf("hogs: %w", err))
+		}
+	}
+	if a.Boost != "" {
+		cfg += "\n[lanes.sync.boost]\n" + a.Boost
+		if err := os.WriteFile(filepath.Join(rdir, "lanes.toml"), []byte(cfg), 0o644); err != nil {
+			return fail(err)
+		}
+		if _, err := c.Reload(ctx); err != nil {
+			return fail(fmt.Errorf("lanesd: load the boost policy: %w", err))
+		}
+	}
 
 	// The oracle: lanesd hears of every transition of the emulator's
 	// schedule (the same seed, so the same intervals).
@@ -344,6 +383,7 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		return fail(err)
 	}
 	defer cl.kill()
+	boosts.line(fmt.Appendf(nil, `{"time":%q,"sender_pid":%d}`, begin.Format(time.RFC3339Nano), cl.cmd.Process.Pid))
 	limit := time.Duration(float64(opts.Size)*8/float64(opts.Rate)*float64(time.Second))*6 + 60*time.Second
 	select {
 	case <-srv.done:
@@ -371,6 +411,48 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	stopOracle()
 	run.Contacts = <-contacts
 	return run
+}
+
+// lockedBuffer collects lines from one goroutine for another.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *lockedBuffer) line(b []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(append(l.b, b...), '\n')
+}
+
+func (l *lockedBuffer) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.b)
+}
+
+// waitProcs waits until lane has at least n processes whose name begins
+// with prefix.
+func waitProcs(ctx context.Context, c *client.Client, lane, prefix string, n int, limit time.Duration) error {
+	got := 0
+	for deadline := time.Now().Add(limit); ; {
+		r, err := c.Procs(ctx)
+		if err != nil {
+			return err
+		}
+		got = 0
+		for _, p := range r.Procs {
+			if p.Lane == lane && strings.HasPrefix(p.Comm, prefix) {
+				got++
+			}
+		}
+		if got >= n {
+			return nil
+		}
+		if time.Now().After(deadline) || !sleepUntil(ctx, time.Now().Add(100*time.Millisecond)) {
+			return fmt.Errorf("%d of %d %s processes in lane %s after %v", got, n, prefix, lane, limit)
+		}
+	}
 }
 
 // oracle reports each up and down transition of sched (time from t0) to

@@ -40,11 +40,11 @@ var Arms = []Arm{
 	{"incr-slice", "policy = \"incr\"\ninitial = -1\nfinal = -20\nstep = \"events\"\nevery = 1\nslice = \"100us\"\n",
 		"INCR with a 100 µs EEVDF slice for the boosted threads (beyond the seed: Linux 6.12 custom slices)", true},
 	{"static-start", "policy = \"static\"\ninitial = -20\nfrom = \"start\"\n",
-		"static -20, and a process started in the contact from its start (beyond the seed: from = \"start\")", true},
+		"static -20, and a process started in the contact or the down period before it from its start (beyond the seed: from = \"start\")", true},
 	{"incr-start", "policy = \"incr\"\ninitial = -1\nfinal = -20\nstep = \"events\"\nevery = 1\nfrom = \"start\"\n",
-		"INCR, and a process started in the contact from its start (beyond the seed: from = \"start\")", true},
+		"INCR, and a process started in the contact or the down period before it from its start (beyond the seed: from = \"start\")", true},
 	{"decr-start", "policy = \"decr\"\ninitial = -20\nfinal = -1\nstep = \"bytes\"\nevery = 60000\nfrom = \"start\"\n",
-		"DECR, and a process started in the contact from its start (beyond the seed: from = \"start\")", true},
+		"DECR, and a process started in the contact or the down period before it from its start (beyond the seed: from = \"start\")", true},
 }
 
 // armNames lists the arms for errors and help.
@@ -454,7 +454,7 @@ func (r *Results) Markdown() string {
 	b.WriteString("\nmean/sd over the repeats; the seed's mean/sd in parentheses (its Original is lanes' none).\n")
 	r.upMarkdown(&b, arms, hogs, "The link's up time during the transfer (its time less the off periods waited out):",
 		func(run Run) float64 { return run.UpSecs })
-	r.upMarkdown(&b, arms, hogs, "The time to the first byte the server received (the sender's start, TCP and TLS handshakes; no boost before it communicates, but in the start arms one that starts in a contact is boosted from its start):",
+	r.upMarkdown(&b, arms, hogs, "The time to the first byte the server received (the sender's start, TCP and TLS handshakes; no boost before it communicates, but in the start arms one that starts in a contact, or while the link is down before one, is boosted from its start (or the contact's)):",
 		func(run Run) float64 { return run.FirstByteSecs })
 	r.upMarkdown(&b, arms, hogs, "The link's up time from the first byte to the end (the part a boost acts on):",
 		func(run Run) float64 { return run.UpAfterFirstSecs })

@@ -281,7 +281,7 @@ func TestStarted(t *testing.T) {
 	if got.Before(before.Add(-tick)) || got.After(after.Add(tick)) {
 		t.Errorf("started at %v, want between %v and %v (a tick either side)", got.Format(time.StampMicro), before.Format(time.StampMicro), after.Format(time.StampMicro))
 	}
-	if _, err := Started(1<<30); !errors.Is(err, ErrNoProcess) {
+	if _, err := Started(1 << 30); !errors.Is(err, ErrNoProcess) {
 		t.Errorf("a pid that does not exist: %v, want ErrNoProcess", err)
 	}
 }

@@ -237,8 +237,8 @@ func (t *Tracker) InContact() bool { return t.in }
 // Down tells a tracker outside a contact that the link has been down
 // since now (lanesd starting without connectivity), so that under From
 // Start a process started while it waits for the first contact counts
-// from its start, as one started after a contact's end does. Without it
-// only processes started in a contact count.
+// from its start, as one started after a contact's end does. Without it,
+// until a contact has ended, only processes started in a contact count.
 func (t *Tracker) Down(now time.Time) {
 	if !t.in {
 		t.down = now

@@ -134,7 +134,7 @@ func (p Policy) Check() error {
 	switch p.From {
 	case "", Traffic, Start:
 	default:
-		return fmt.Errorf("from: unknown source %q (want traffic: processes whose sockets carry traffic in the contact, or start: those and processes that start in the lane during it)", p.From)
+		return fmt.Errorf("from: unknown source %q (want traffic: processes whose sockets carry traffic in the contact, or start: those and processes that start in the lane during it or while the link is down before it)", p.From)
 	}
 	if p.Slice != 0 && (p.Slice < SliceMin || p.Slice > SliceMax) {
 		return fmt.Errorf("slice: %v outside %v..%v (the kernel's bounds)", p.Slice, SliceMin, SliceMax)

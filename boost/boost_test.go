@@ -289,31 +289,30 @@ func TestStarted(t *testing.T) {
 	// After a contact, a process that started once it ended (the link
 	// down) counts in the next; one that started in it (moved into the
 	// lane since), or was seen there without traffic, waits for its
-	// traffic.
+	// traffic. Down, outside a contact, moves the time processes count
+	// from.
 	tr, _ = NewTracker(from(static, Start))
+	first := func(now, started, pid int, boosted bool, what string) {
+		t.Helper()
+		ch, ok := tr.Started(at(now), at(started), pid, 0, Counters{})
+		if ok != boosted || (ok && ch.Nice != -20) {
+			t.Errorf("%s: %+v %v, want boosted %v (nice -20)", what, ch, ok, boosted)
+		}
+	}
 	tr.Enter(at(0))
 	tr.Observe(at(100), 1, 0, Counters{}) // seen in the contact, no traffic
 	tr.Leave(at(500))
 	tr.Enter(at(1000))
-	if _, ok := tr.Started(at(1000), at(400), 2, 0, Counters{}); ok {
-		t.Error("a process started in the last contact, first seen now, was boosted")
-	}
-	if ch, ok := tr.Started(at(1000), at(600), 3, 0, Counters{}); !ok || ch.Nice != -20 {
-		t.Errorf("a process started after the last contact ended: %+v %v, want nice -20", ch, ok)
-	}
+	first(1000, 400, 2, false, "a process started in the last contact, first seen now")
+	first(1000, 600, 3, true, "a process started after the last contact ended")
 	if _, ok := tr.Observe(at(1100), 1, 0, Counters{}); ok {
 		t.Error("a process seen in the last contact without traffic was boosted")
 	}
-	// Down, outside a contact, moves the time processes count from.
 	tr.Leave(at(1200))
 	tr.Down(at(1500))
 	tr.Enter(at(2000))
-	if _, ok := tr.Started(at(2000), at(1300), 4, 0, Counters{}); ok {
-		t.Error("a process started before Down's time was boosted")
-	}
-	if ch, ok := tr.Started(at(2000), at(1600), 5, 0, Counters{}); !ok || ch.Nice != -20 {
-		t.Errorf("a process started after Down's time: %+v %v, want nice -20", ch, ok)
-	}
+	first(2000, 1300, 4, false, "a process started before Down's time")
+	first(2000, 1600, 5, true, "a process started after Down's time")
 	if err := from(static, "exec").Check(); err == nil || !strings.Contains(err.Error(), `from: unknown source "exec"`) {
 		t.Errorf("from = exec: %v, want an error naming from", err)
 	}

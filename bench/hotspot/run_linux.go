@@ -324,7 +324,8 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	time.Sleep(time.Second) // the server listening, the hogs running
 	if hogs > 0 {
 		// On the slowed CPU stress-ng takes seconds to fork its
-		// workers; all of them start before the boost is loaded.
+		// workers (30: 3–5 s); all of them start before the boost is
+		// loaded.
 		if err := waitProcs(ctx, c, "sync", "stress-ng", hogs+1, 60*time.Second); err != nil {
 			return fail(fmt.Errorf("hogs: %w", err))
 		}

@@ -47,3 +47,52 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// A thread Run gave SCHED_FIFO and a CPU ends with fn; where that thread
+// was the process's main thread, which cannot end, its policy and CPUs
+// are put back. Go runs goroutines on the main thread too, so of many
+// runs some land there.
+func TestRunLeavesNoPolicy(t *testing.T) {
+	testutil.RequireRoot(t)
+	var own unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &own); err != nil {
+		t.Fatal(err)
+	}
+	last := -1
+	for c := range 1024 {
+		if own.IsSet(c) {
+			last = c
+		}
+	}
+	onMain := 0
+	for range 200 {
+		err := Run(10, func(sleepUntil func(time.Time)) error {
+			if unix.Gettid() == unix.Getpid() {
+				onMain++
+			}
+			var set unix.CPUSet
+			set.Set(last)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				return err
+			}
+			sleepUntil(time.Now().Add(100 * time.Microsecond))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d of 200 runs on the main thread", onMain)
+	pid := unix.Getpid()
+	attr, err := unix.SchedGetAttr(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &set); err != nil {
+		t.Fatal(err)
+	}
+	if attr.Policy != unix.SCHED_NORMAL || set != own {
+		t.Errorf("main thread after the runs: policy %d on %d CPUs, want %d on its %d", attr.Policy, set.Count(), unix.SCHED_NORMAL, own.Count())
+	}
+}

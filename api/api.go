@@ -194,6 +194,9 @@ type Status struct {
 	// Reserve is the lanes with a CPU reservation: how it is enforced
 	// and whether the lane runs beyond it now.
 	Reserve []ReserveLane `json:"reserve,omitempty"`
+	// ReserveAssist is the tick assist of those under CFS bandwidth (nil:
+	// no reservations).
+	ReserveAssist *ReserveAssist `json:"reserve_assist,omitempty"`
 	// Speed is the lanes whose send rate is held by their CPU share.
 	Speed []SpeedLane `json:"speed,omitempty"`
 	// Reports are the last report of each live process that sent one

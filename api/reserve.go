@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // ReserveLane is one lane with a CPU reservation in lanes status.
 type ReserveLane struct {
 	Lane string `json:"lane"`
@@ -31,4 +33,25 @@ type ReserveLane struct {
 	// an overrun the kernel's tick let them make).
 	Stalls int    `json:"stalls"`
 	Error  string `json:"error,omitempty"`
+}
+
+// ReserveAssist is the tick assist of the reservations under CFS
+// bandwidth in lanes status: a SCHED_FIFO thread on each CPU where a
+// reserved lane's threads run, waking every Every so that the kernel
+// charges the lane's quota that finely, not at its tick. It runs while a
+// lane under the guarantee uses at least half of its reservation.
+type ReserveAssist struct {
+	Every time.Duration `json:"every_ns"`
+	// Why says why this period (or why none).
+	Why     string `json:"why"`
+	Running bool   `json:"running"`
+	// CPUs are the CPUs it runs on now; MostCPUs the most it ran on.
+	CPUs     []int `json:"cpus,omitempty"`
+	MostCPUs int   `json:"most_cpus"`
+	// Starts counts its starts; CPUTime is the CPU its threads have used
+	// (its cost), and Ran how long it has run in all.
+	Starts  int           `json:"starts"`
+	CPUTime time.Duration `json:"cpu_time_ns"`
+	Ran     time.Duration `json:"ran_ns"`
+	Error   string        `json:"error,omitempty"`
 }

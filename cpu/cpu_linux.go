@@ -259,9 +259,10 @@ var deadlineProbe = features.Probe{Name: "SCHED_DEADLINE", Fn: func() error {
 }}
 
 // ReserveMechanism says how lanesd enforces cpu.reserve here, given the
-// mechanism asked for (reserve.MechAuto, MechDeadline or MechCFS): the
-// line of lanes doctor, and the choice itself (Preferred: deadline).
-func ReserveMechanism(want string) (features.Mechanism, error) {
+// mechanism asked for (reserve.MechAuto, MechDeadline or MechCFS) and the
+// tick assist (reserve.AssistAuto, AssistOff or a period): the line of
+// lanes doctor, and the choice itself (Preferred: deadline).
+func ReserveMechanism(want, assist string) (features.Mechanism, error) {
 	f := reserve.Facts{Deadline: deadlineProbe.Result()}
 	f.Hz, _, _ = hostcpu.TickHz(features.KernelRelease())
 	if on, err := hostcpu.HRTickDL(); err == nil {
@@ -271,11 +272,27 @@ func ReserveMechanism(want string) (features.Mechanism, error) {
 	if err != nil {
 		return features.Mechanism{}, err
 	}
+	every, awhy, err := reserve.Assist(assist, f.Hz)
+	if err != nil {
+		return features.Mechanism{}, err
+	}
 	m := features.Mechanism{Resource: "cpu reserve", OK: true, Preferred: dl, Reason: why}
-	if dl {
+	switch {
+	case dl:
 		m.Backend = "SCHED_DEADLINE per thread, the reservation split by use every " + reserve.Period.String()
-	} else {
-		m.Backend = "CFS bandwidth: the lane's group at the highest weight with a quota every " + reserve.Period.String()
+	case every > 0:
+		m.Backend = fmt.Sprintf("CFS bandwidth: the lane's group at the highest weight with a quota every %v, charged every %v by a tick assist (a SCHED_FIFO thread per CPU) while the lane uses it: %s",
+			reserve.Period, every, awhy)
+	default:
+		m.Backend = fmt.Sprintf("CFS bandwidth: the lane's group at the highest weight with a quota every %v; tick assist %s", reserve.Period, awhy)
 	}
 	return m, nil
+}
+
+// ReserveTickAssist is the tick assist's period for reservations under
+// CFS bandwidth here (0: none), given lanesd's --reserve-tick-assist, and
+// why in words.
+func ReserveTickAssist(assist string) (every time.Duration, why string, err error) {
+	hz, _, _ := hostcpu.TickHz(features.KernelRelease())
+	return reserve.Assist(assist, hz)
 }

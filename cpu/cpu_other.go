@@ -52,8 +52,13 @@ func SetThreadDeadlineDue(tid int, runtime, deadline, period time.Duration) erro
 func DeadlineRuntime(tid int) (time.Duration, error) { return 0, errors.ErrUnsupported }
 
 // ReserveMechanism is Linux-only.
-func ReserveMechanism(want string) (features.Mechanism, error) {
+func ReserveMechanism(want, assist string) (features.Mechanism, error) {
 	return features.Mechanism{Resource: "cpu reserve", Backend: "none", Reason: "not Linux"}, nil
+}
+
+// ReserveTickAssist is Linux-only.
+func ReserveTickAssist(assist string) (every time.Duration, why string, err error) {
+	return 0, "not Linux", nil
 }
 
 // ThreadSlice is Linux-only.

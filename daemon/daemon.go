@@ -37,6 +37,9 @@ type Options struct {
 	// ReserveMechanism is how reservations are enforced: reserve.MechAuto
 	// (""), MechDeadline or MechCFS.
 	ReserveMechanism string
+	// ReserveTickAssist is the tick assist of reservations under CFS
+	// bandwidth: reserve.AssistAuto (""), AssistOff or a period.
+	ReserveTickAssist string
 	// MetricsCount is how a scrape counts the lanes' processes:
 	// MetricsCountAuto ("": in the kernel where it can) or
 	// MetricsCountProcs (from cgroup.procs, the fallback, for

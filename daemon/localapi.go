@@ -441,7 +441,7 @@ func (d *Daemon) mechanisms() []api.Mechanism {
 	if d.boostView.Load() != nil || d.speedView.Load() != nil {
 		m = append(m, wireMechanisms([]features.Mechanism{monitor.SocketsMechanism()})...)
 	}
-	if rm, err := cpu.ReserveMechanism(d.opts.ReserveMechanism); err == nil {
+	if rm, err := cpu.ReserveMechanism(d.opts.ReserveMechanism, d.opts.ReserveTickAssist); err == nil {
 		m = append(m, wireMechanisms([]features.Mechanism{rm})...)
 	}
 	m = append(m, wireMechanisms([]features.Mechanism{cpu.BoostMechanism()})...)
@@ -539,7 +539,7 @@ func (d *Daemon) serveStatus(w http.ResponseWriter, r *http.Request) (any, *api.
 	st.Bridge = d.bridgeStatus()
 	st.Controllers = d.controllerStatus()
 	st.Boost = d.boostStatus()
-	st.Reserve = d.reserveStatus()
+	st.Reserve, st.ReserveAssist = d.reserveStatus()
 	st.Speed = d.speedStatus()
 	st.History = d.historyStatus()
 	st.Reports = d.reports.list(creds(r), func(pid int) bool {

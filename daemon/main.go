@@ -28,6 +28,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.Socket, "socket", "", "local API socket (default: the config's daemon.socket, "+paths.Socket+")")
 	fs.StringVar(&opts.StateDir, "state-dir", "", "state directory (default: the config's daemon.state_dir, "+paths.StateDir+")")
 	fs.StringVar(&opts.ReserveMechanism, "reserve-mechanism", reserve.MechAuto, "how cpu.reserve is enforced: auto (SCHED_DEADLINE where the kernel enforces it with HRTICK_DL, else CFS bandwidth), deadline, or cfs")
+	fs.StringVar(&opts.ReserveTickAssist, "reserve-tick-assist", reserve.AssistAuto, "how finely a cpu.reserve under CFS bandwidth is charged: auto (every 1ms by a SCHED_FIFO thread per CPU, while a reserved lane uses its reservation, where the kernel's tick is coarser), off (at the kernel's tick), or a period from 100us to 10ms")
 	fs.StringVar(&opts.MetricsCount, "metrics-count", MetricsCountAuto, "how a metrics scrape counts each lane's processes: auto (in the kernel by a BPF program where it loads, else cgroup.procs) or cgroup.procs")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until lanesd stops")
 	version := fs.Bool("version", false, "print lanesd's version and exit")
@@ -72,6 +73,10 @@ Flags:
 	}
 	if _, _, err := reserve.Choose(opts.ReserveMechanism, reserve.Facts{}); err != nil {
 		fmt.Fprintf(stderr, "lanesd: --reserve-mechanism: %v\n", err)
+		return 2
+	}
+	if _, _, err := reserve.Assist(opts.ReserveTickAssist, 0); err != nil {
+		fmt.Fprintf(stderr, "lanesd: --reserve-tick-assist: %v\n", err)
 		return 2
 	}
 	if opts.MetricsCount != MetricsCountAuto && opts.MetricsCount != MetricsCountProcs {

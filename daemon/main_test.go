@@ -17,6 +17,8 @@ func TestMainBadFlags(t *testing.T) {
 	}{
 		{[]string{"--metrics-count", "bpf"}, "--metrics-count"},
 		{[]string{"--reserve-mechanism", "fifo"}, "--reserve-mechanism"},
+		{[]string{"--reserve-tick-assist", "10us"}, "--reserve-tick-assist"},
+		{[]string{"--reserve-tick-assist", "on"}, "--reserve-tick-assist"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"extra"}, "unexpected argument"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,9 +36,25 @@ type reserveRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex // guards lanes and idle
+	mu    sync.Mutex // guards lanes, idle and the assist
 	lanes []*reserveLane
 	idle  idleWindow
+
+	// The tick assist (reserve.Assist): every is its period (0: none
+	// here, why says why); assist is it (nil until first needed), on
+	// the CPUs in until, each until then. The rest are for status: how
+	// many CPUs it ran on at most, since when it has run, how long it ran
+	// before, and why it could not start (it is not tried again until the
+	// config changes).
+	every  time.Duration
+	why    string
+	assist *cpu.TickAssist
+	until  map[int]time.Time
+	most   int
+	since  time.Time
+	ran    time.Duration
+	starts int
+	failed string
 }
 
 // reserveLane is one reserved lane.
@@ -98,7 +115,7 @@ func (w *idleWindow) add(now time.Time, idle time.Duration) (cpus float64, ok bo
 func (d *Daemon) startReserve(cfg *lane.Config) {
 	var lanes []*reserveLane
 	var names []string
-	mech, err := cpu.ReserveMechanism(d.opts.ReserveMechanism)
+	mech, err := cpu.ReserveMechanism(d.opts.ReserveMechanism, d.opts.ReserveTickAssist)
 	if err != nil { // Main checked the flag
 		d.warnf("reserve: %v", err)
 		return
@@ -121,6 +138,12 @@ func (d *Daemon) startReserve(cfg *lane.Config) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &reserveRun{d: d, cancel: cancel, done: make(chan struct{}), lanes: lanes}
+	// Computed under deadline scheduling too: a lane falls back to CFS
+	// bandwidth when the kernel refuses it a thread.
+	if run.every, run.why, err = cpu.ReserveTickAssist(d.opts.ReserveTickAssist); err != nil {
+		d.warnf("reserve: %v: no tick assist", err) // Main checked the flag
+		run.every, run.why = 0, err.Error()
+	}
 	go run.loop(ctx)
 	d.reserve = run
 	d.reserveView.Store(run)
@@ -141,6 +164,7 @@ func (d *Daemon) stopReserve() {
 	<-run.done
 	run.mu.Lock()
 	defer run.mu.Unlock()
+	run.stopAssist(time.Now())
 	for _, rl := range run.lanes {
 		run.release(rl)
 	}
@@ -163,6 +187,7 @@ func (run *reserveRun) sample(now time.Time, dt time.Duration) {
 	} else {
 		run.fail(run.lanes[0], "host idle time: %v", err)
 	}
+	var assist []int // the CPUs the assist is needed on
 	for _, rl := range run.lanes {
 		pids, err := run.d.engine.Members(rl.l.Name)
 		if err != nil {
@@ -170,6 +195,7 @@ func (run *reserveRun) sample(now time.Time, dt time.Duration) {
 			continue
 		}
 		var run_, wait time.Duration
+		var ranTids []int // the threads that ran in this sample
 		cur := make(map[int]procfs.Schedstat, len(rl.prev))
 		tids := make(map[int][]int, len(pids))
 		member := make(map[int]bool, len(pids))
@@ -188,6 +214,7 @@ func (run *reserveRun) sample(now time.Time, dt time.Duration) {
 				cur[tid] = st
 				if p, ok := rl.prev[tid]; !ok || st.Run > p.Run {
 					rl.ran[tid] = now
+					ranTids = append(ranTids, tid)
 				}
 				if p, ok := rl.prev[tid]; ok && st.Run >= p.Run && st.Wait >= p.Wait {
 					run_ += st.Run - p.Run
@@ -236,6 +263,16 @@ func (run *reserveRun) sample(now time.Time, dt time.Duration) {
 		switch mode {
 		case reserve.Guarantee:
 			run.guarantee(rl, tids, changed || !rl.started, now)
+			// The quota binds a lane under CFS bandwidth that uses
+			// (nearly) all of it: the assist is needed where its threads
+			// ran.
+			if rl.why != "" && run.every > 0 && s.Usage >= reserve.AssistUse*rl.l.CPU.ReservePercent/100 {
+				for _, tid := range ranTids {
+					if c, err := procfs.LastCPU(tid); err == nil {
+						assist = append(assist, c)
+					}
+				}
+			}
 		case reserve.Beyond:
 			if changed {
 				run.release(rl)
@@ -243,6 +280,84 @@ func (run *reserveRun) sample(now time.Time, dt time.Duration) {
 		}
 		rl.started = true
 	}
+	run.stepAssist(now, assist)
+}
+
+// stepAssist runs the tick assist on the CPUs where a lane under CFS
+// bandwidth that uses its reservation ran in this sample (need), each
+// until reserve.AssistLinger after the last sample that needed it there.
+// Callers hold run.mu.
+func (run *reserveRun) stepAssist(now time.Time, need []int) {
+	if run.every <= 0 || run.failed != "" {
+		return
+	}
+	if run.assist == nil {
+		if len(need) == 0 {
+			return
+		}
+		a, err := cpu.NewTickAssist(run.every)
+		if err != nil {
+			run.failed = err.Error()
+			return
+		}
+		run.assist, run.until = a, map[int]time.Time{}
+	}
+	for _, c := range need {
+		run.until[c] = now.Add(reserve.AssistLinger)
+	}
+	var cpus []int
+	for c, until := range run.until {
+		if now.After(until) {
+			delete(run.until, c)
+			continue
+		}
+		cpus = append(cpus, c)
+	}
+	slices.Sort(cpus)
+	was := run.assist.CPUs()
+	if slices.Equal(cpus, was) {
+		return
+	}
+	err := run.assist.Set(cpus)
+	on := run.assist.CPUs()
+	switch {
+	case err != nil && len(on) == 0:
+		// Refused everywhere (SCHED_FIFO not allowed): not tried again.
+		run.failed = err.Error()
+		clear(run.until)
+		run.d.warnf("reserve: tick assist not started: %v: quotas are charged at the kernel's tick", err)
+	case err != nil:
+		run.fail(run.lanes[0], "tick assist: %v", err)
+	}
+	run.most = max(run.most, len(on))
+	switch {
+	case len(was) == 0 && len(on) > 0:
+		run.since = now
+		run.starts++
+		run.publishAssist(on)
+	case len(was) > 0 && len(on) == 0:
+		run.ran += now.Sub(run.since)
+		run.publishAssist(nil)
+	}
+}
+
+// stopAssist stops the tick assist. Callers hold run.mu.
+func (run *reserveRun) stopAssist(now time.Time) {
+	if run.assist == nil {
+		return
+	}
+	if len(run.assist.CPUs()) > 0 {
+		run.ran += now.Sub(run.since)
+		run.assist.Stop()
+		run.publishAssist(nil)
+	}
+	clear(run.until)
+}
+
+// publishAssist says that the assist started (on cpus) or stopped.
+func (run *reserveRun) publishAssist(cpus []int) {
+	run.d.bus.Publish(events.Event{Source: "lanesd", Topic: "reserve.assist", Payload: map[string]any{
+		"running": len(cpus) > 0, "every_ns": run.every, "cpus": cpus}})
 }
 
 // Busy threads are the ones the deadline split reserves for: a thread
@@ -471,10 +586,34 @@ func (run *reserveRun) status() []api.ReserveLane {
 	return out
 }
 
-// reserveStatus is lanes status's reserve section (nil: no reservations).
-func (d *Daemon) reserveStatus() []api.ReserveLane {
-	if run := d.reserveView.Load(); run != nil {
-		return run.status()
+// assistStatus is the tick assist in lanes status (nil: every lane under
+// SCHED_DEADLINE).
+func (run *reserveRun) assistStatus() *api.ReserveAssist {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	cfs := false
+	for _, rl := range run.lanes {
+		cfs = cfs || rl.why != ""
 	}
-	return nil
+	if !cfs {
+		return nil
+	}
+	a := &api.ReserveAssist{Every: run.every, Why: run.why, MostCPUs: run.most, Starts: run.starts, Ran: run.ran, Error: run.failed}
+	if run.assist != nil {
+		a.CPUs = run.assist.CPUs()
+		a.CPUTime = run.assist.CPUTime()
+		if len(a.CPUs) > 0 {
+			a.Running = true
+			a.Ran += time.Since(run.since)
+		}
+	}
+	return a
+}
+
+// reserveStatus is lanes status's reserve section (nil: no reservations).
+func (d *Daemon) reserveStatus() ([]api.ReserveLane, *api.ReserveAssist) {
+	if run := d.reserveView.Load(); run != nil {
+		return run.status(), run.assistStatus()
+	}
+	return nil, nil
 }

@@ -36,7 +36,7 @@ func Probe() ([]features.Mechanism, error) {
 	}
 	e := &Engine{H: h, CPU: ce, Disk: de, placement: placement}
 	m := e.Mechanisms()
-	if rm, err := cpu.ReserveMechanism("auto"); err == nil {
+	if rm, err := cpu.ReserveMechanism("auto", "auto"); err == nil {
 		m = append(m, rm) // what lanesd would use with its default flag
 	}
 	m = append(m, cpu.BoostMechanism())

@@ -66,7 +66,7 @@ func Experiment(ctx context.Context, o Options) (Result, error) {
 	}
 	if o.CPU == "auto" {
 		o.CPU = "fifo"
-		if m, err := cpu.ReserveMechanism("auto"); err == nil && m.Preferred {
+		if m, err := cpu.ReserveMechanism("auto", "auto"); err == nil && m.Preferred {
 			o.CPU = "deadline"
 		}
 	}

@@ -144,7 +144,14 @@ type Reserve struct {
 	Mechanism string    `json:"mechanism"`
 	Windows   []float64 `json:"windows"`
 	Alone     float64   `json:"alone_median"`
-	Error     string    `json:"error,omitempty"`
+	// TickAssist is lanesd's tick assist as its status gave it at the
+	// end (CFS bandwidth only); Assist the CPU its threads used over the
+	// windows and Others what the busy loops got, both in percent of a
+	// CPU.
+	TickAssist string  `json:"tick_assist,omitempty"`
+	Assist     float64 `json:"assist_pct"`
+	Others     float64 `json:"others_pct"`
+	Error      string  `json:"error,omitempty"`
 }
 
 // Results of a run.

@@ -113,14 +113,16 @@ func (r *Results) Markdown() string {
 	if len(r.Reserve) > 0 {
 		fmt.Fprintf(&b, "## Reservations: a busy loop's share of a CPU in every 100 ms window\n\n")
 		fmt.Fprintf(&b, "Against %d busy loops on the host's CPUs (lanesd puts them in its default lane, `normal`), and alone. `none` is the baseline: the loop in that lane with them, no reservation, where it gets what CFS gives one of %d loops on %d CPUs and less with every competitor. Goal: 20 ± 2 %% in every window, a whole CPU alone.\n\n", r.Hogs, r.Hogs+1, r.Hogs/2)
-		fmt.Fprintf(&b, "| arm | mechanism | alone (median) | mean | min | max | windows within ±2 | within ±4 |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "The tick assist column is lanesd's at the end of the arm; its cost is the CPU its threads used over the windows, and the busy loops' share what they got meanwhile (of %d CPUs).\n\n", r.Hogs/2)
+		fmt.Fprintf(&b, "| arm | mechanism | tick assist | alone (median) | mean | min | max | windows within ±2 | within ±4 | the assist's CPU | the busy loops' |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, a := range r.Reserve {
 			if a.Error != "" {
-				fmt.Fprintf(&b, "| %s | %s | error: %s |  |  |  |  |  |\n", a.Arm, a.Mechanism, a.Error)
+				fmt.Fprintf(&b, "| %s | %s | %s | error: %s |  |  |  |  |  |  |  |\n", a.Arm, a.Mechanism, a.TickAssist, a.Error)
 				continue
 			}
 			mean, lo, hi, in2, in4 := WindowStats(a.Windows, 4)
-			fmt.Fprintf(&b, "| %s | %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.0f %% | %.0f %% |\n", a.Arm, a.Mechanism, a.Alone, mean, lo, hi, in2, in4)
+			fmt.Fprintf(&b, "| %s | %s | %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.0f %% | %.0f %% | %.2f %% | %.1f %% |\n",
+				a.Arm, a.Mechanism, a.TickAssist, a.Alone, mean, lo, hi, in2, in4, a.Assist, a.Others)
 		}
 		b.WriteString("\n")
 	}

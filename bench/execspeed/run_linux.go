@@ -481,13 +481,16 @@ func (x *run) hold(ctx context.Context) error {
 }
 
 // reserveArms are the reservation arms: a lane's cpu.reserve (none: the
-// baseline) and lanesd's --reserve-mechanism.
-var reserveArms = []struct{ name, reserve, mech string }{
-	{"none", "", "auto"},
-	{"20% cfs", "20%", "cfs"},
-	{"20% deadline", "20%", "deadline"},
-	{"20ms/100ms cfs", "20ms/100ms", "cfs"},
-	{"20ms/100ms deadline", "20ms/100ms", "deadline"},
+// baseline), lanesd's --reserve-mechanism and its --reserve-tick-assist
+// (the CFS arms with it at its default and off, side by side).
+var reserveArms = []struct{ name, reserve, mech, assist string }{
+	{"none", "", "auto", "auto"},
+	{"20% cfs", "20%", "cfs", "auto"},
+	{"20% cfs, tick assist off", "20%", "cfs", "off"},
+	{"20% deadline", "20%", "deadline", "auto"},
+	{"20ms/100ms cfs", "20ms/100ms", "cfs", "auto"},
+	{"20ms/100ms cfs, tick assist off", "20ms/100ms", "cfs", "off"},
+	{"20ms/100ms deadline", "20ms/100ms", "deadline", "auto"},
 }
 
 // reserve measures a busy loop's share of a CPU in every 100 ms window
@@ -495,21 +498,22 @@ var reserveArms = []struct{ name, reserve, mech string }{
 func (x *run) reserve(ctx context.Context) {
 	for _, arm := range reserveArms {
 		res := Reserve{Arm: arm.name}
-		if err := x.reserveArm(ctx, arm.reserve, arm.mech, &res); err != nil {
+		if err := x.reserveArm(ctx, arm.reserve, arm.mech, arm.assist, &res); err != nil {
 			res.Error = err.Error()
 		}
 		x.res.Reserve = append(x.res.Reserve, res)
 		mean, lo, hi, in2, _ := WindowStats(res.Windows, 4)
-		x.progress("reserve %s (%s): alone %.1f %%, windows mean %.1f min %.1f max %.1f, %.0f %% within ±2 %s", arm.name, res.Mechanism, res.Alone, mean, lo, hi, in2, res.Error)
+		x.progress("reserve %s (%s): alone %.1f %%, windows mean %.1f min %.1f max %.1f, %.0f %% within ±2; the busy loops %.1f %%, the tick assist %.2f %% of a CPU %s",
+			arm.name, res.Mechanism, res.Alone, mean, lo, hi, in2, res.Others, res.Assist, res.Error)
 	}
 }
 
-func (x *run) reserveArm(ctx context.Context, reserve, mech string, res *Reserve) error {
+func (x *run) reserveArm(ctx context.Context, reserve, mech, assist string, res *Reserve) error {
 	cfg := "[lanes.rsv]\ncpu.weight = 100\n"
 	if reserve != "" {
 		cfg = fmt.Sprintf("[lanes.rsv]\ncpu.reserve = %q\n", reserve)
 	}
-	d, err := x.lanesd(ctx, "reserve", cfg, "--reserve-mechanism", mech)
+	d, err := x.lanesd(ctx, "reserve", cfg, "--reserve-mechanism", mech, "--reserve-tick-assist", assist)
 	if err != nil {
 		return err
 	}
@@ -548,11 +552,40 @@ func (x *run) reserveArm(ctx context.Context, reserve, mech string, res *Reserve
 		hogs = append(hogs, h)
 	}
 	time.Sleep(1500 * time.Millisecond)
+	// What the busy loops and the tick assist got over the windows: the
+	// assist's cost, paid by the loops.
+	others := func() (sum time.Duration) {
+		for _, h := range hogs {
+			if c, err := procfs.CPUClock(h.pid()); err == nil {
+				sum += c
+			}
+		}
+		return sum
+	}
+	assisted := func() time.Duration {
+		if st, err := d.c.Status(ctx); err == nil && st.ReserveAssist != nil {
+			return st.ReserveAssist.CPUTime
+		}
+		return 0
+	}
+	o0, a0, w0 := others(), assisted(), time.Now()
 	if res.Windows, err = Windows(loop.pid(), x.opts.Windows); err != nil {
 		return err
 	}
+	o1, a1, wall := others(), assisted(), time.Since(w0)
+	res.Others = 100 * float64(o1-o0) / float64(wall)
+	res.Assist = 100 * float64(a1-a0) / float64(wall)
 	if st, err := d.c.Status(ctx); err == nil && len(st.Reserve) == 1 {
 		res.Mechanism = st.Reserve[0].Mechanism
+		if a := st.ReserveAssist; a != nil && st.Reserve[0].Mechanism == "CFS bandwidth" {
+			res.TickAssist = "off"
+			if a.Every > 0 {
+				res.TickAssist = fmt.Sprintf("every %v on CPUs %v", a.Every, a.CPUs)
+			}
+			if a.Error != "" {
+				res.TickAssist = "failed: " + a.Error
+			}
+		}
 	}
 	return nil
 }

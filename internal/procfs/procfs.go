@@ -183,6 +183,15 @@ func Gone(pid int, err error) error {
 	return gone(pid, err)
 }
 
+// LastCPU is the CPU thread tid last ran on (ParseLastCPU).
+func LastCPU(tid int) (int, error) {
+	b, err := ReadSmall(dir(tid) + "/stat")
+	if err != nil {
+		return 0, gone(tid, err)
+	}
+	return ParseLastCPU(b)
+}
+
 // ReadSchedstat reads a thread's /proc/TID/schedstat (the kernel
 // resolves any thread id there); an ended thread is ErrNoProcess.
 func ReadSchedstat(tid int) (Schedstat, error) {

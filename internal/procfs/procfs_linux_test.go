@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -283,5 +284,34 @@ func TestStarted(t *testing.T) {
 	}
 	if _, err := Started(1 << 30); !errors.Is(err, ErrNoProcess) {
 		t.Errorf("a pid that does not exist: %v, want ErrNoProcess", err)
+	}
+}
+
+// LastCPU reads the CPU a thread runs on: this test's own thread, pinned
+// to each CPU in turn.
+func TestLastCPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var own unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &own); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &own)
+	tid := unix.Gettid()
+	for c := range 1024 {
+		if !own.IsSet(c) {
+			continue
+		}
+		var set unix.CPUSet
+		set.Set(c)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := LastCPU(tid); err != nil || got != c {
+			t.Errorf("LastCPU of a thread pinned to CPU %d = %d, %v", c, got, err)
+		}
+	}
+	if _, err := LastCPU(1 << 30); err == nil {
+		t.Error("LastCPU of no such thread: no error")
 	}
 }

@@ -126,6 +126,24 @@ func ParseStat(b []byte) (Stat, error) {
 	return s, nil
 }
 
+// ParseLastCPU reads field 39 of /proc/TID/stat (processor): the CPU the
+// thread last ran on, or is queued on while it waits to run.
+func ParseLastCPU(b []byte) (int, error) {
+	close := bytes.LastIndexByte(b, ')')
+	if close < 0 {
+		return 0, fmt.Errorf("parse stat: no (command name) in %q", truncate(b))
+	}
+	f := bytes.Fields(b[close+1:]) // from field 3
+	if len(f) < 39-2 {
+		return 0, fmt.Errorf("parse stat: %d fields, want at least 39", len(f)+2)
+	}
+	cpu, err := atoi(f[39-3])
+	if err != nil || cpu < 0 {
+		return 0, fmt.Errorf("parse stat: processor (field 39) %q", f[39-3])
+	}
+	return cpu, nil
+}
+
 // UIDs are the user ids of a process, from the Uid line of /proc/PID/status.
 type UIDs struct {
 	Real, Effective, Saved, FS int

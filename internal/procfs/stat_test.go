@@ -55,6 +55,36 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+func TestParseLastCPU(t *testing.T) {
+	for _, tt := range []struct {
+		file, wantErr string
+		cpu           int
+	}{
+		{file: "stat-cpu1", cpu: 1},
+		{file: "stat-paren", cpu: 0},
+		{file: "stat-zombie", cpu: 0},
+		{file: "stat-short", wantErr: "want at least 39"},
+		{file: "stat-noparen", wantErr: "no (command name)"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu, err := ParseLastCPU(b)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseLastCPU = %d, %v; want an error with %q", cpu, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || cpu != tt.cpu {
+				t.Errorf("ParseLastCPU = %d, %v; want %d", cpu, err, tt.cpu)
+			}
+		})
+	}
+}
+
 func TestParseStatus(t *testing.T) {
 	tests := []struct {
 		file    string

@@ -331,9 +331,9 @@ execution speed, and CPU reservations) on this host:
             busy loops run through the middle third, beside the fixed share
             the line gives (open loop);
   reserve   a busy loop's share of a CPU in every 100 ms window in a lane with
-            cpu.reserve (20 % and 20ms/100ms, by CFS bandwidth and by
-            SCHED_DEADLINE) against busy loops on every CPU, beside a lane
-            without a reservation.
+            cpu.reserve (20 % and 20ms/100ms, by CFS bandwidth with lanesd's
+            tick assist and without it, and by SCHED_DEADLINE) against busy
+            loops on every CPU, beside a lane without a reservation.
 
 The sender and receiver run in two network namespaces joined by a veth.
 Writes execspeed.json and execspeed.md into --out. Needs root and lanesd

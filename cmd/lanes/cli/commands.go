@@ -219,7 +219,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			}
 			if len(st.Reserve) > 0 {
 				fmt.Fprintln(Stdout)
-				printReserve(st.Reserve)
+				printReserve(st.Reserve, st.ReserveAssist)
 			}
 			if len(st.Speed) > 0 {
 				fmt.Fprintln(Stdout)

@@ -2,14 +2,16 @@ package cli
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/lane"
 )
 
 // printReserve prints each reserved lane: its reservation, how it is
-// enforced, whether it runs beyond it now, and what it got.
-func printReserve(rs []api.ReserveLane) {
+// enforced, whether it runs beyond it now, and what it got; then the tick
+// assist of those under CFS bandwidth.
+func printReserve(rs []api.ReserveLane, a *api.ReserveAssist) {
 	fmt.Fprintln(Stdout, "reserve:")
 	for _, r := range rs {
 		mech := r.Mechanism
@@ -20,6 +22,25 @@ func printReserve(rs []api.ReserveLane) {
 			r.Lane, r.Percent, mech, r.Mode, r.Usage, r.Wait, r.HostIdle, r.Threads, r.Changes, r.Splits, r.Stalls)
 		if r.Error != "" {
 			fmt.Fprintf(Stdout, "    last error: %s\n", r.Error)
+		}
+	}
+	switch {
+	case a == nil:
+	case a.Every <= 0:
+		fmt.Fprintf(Stdout, "  tick assist: none (%s)\n", a.Why)
+	default:
+		state := "idle"
+		if a.Running {
+			state = fmt.Sprintf("running on CPUs %v", a.CPUs)
+		}
+		cost := 0.0
+		if a.Ran > 0 {
+			cost = 100 * a.CPUTime.Seconds() / a.Ran.Seconds()
+		}
+		fmt.Fprintf(Stdout, "  tick assist: every %v, %s (%s); %d starts, ran %v on up to %d CPUs, using %.2f%% of a CPU meanwhile\n",
+			a.Every, state, a.Why, a.Starts, a.Ran.Round(time.Millisecond), a.MostCPUs, cost)
+		if a.Error != "" {
+			fmt.Fprintf(Stdout, "    not started: %s\n", a.Error)
 		}
 	}
 }

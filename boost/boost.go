@@ -245,6 +245,17 @@ func (t *Tracker) Down(now time.Time) {
 	}
 }
 
+// DownSince is when the link went down as the tracker knows it (the last
+// contact's end, or Down's time); zero in a contact or when not known.
+// lanesd carries it into the tracker of a reloaded config, so that a
+// reload does not move the window in which started processes count.
+func (t *Tracker) DownSince() time.Time {
+	if t.in {
+		return time.Time{}
+	}
+	return t.down
+}
+
 // Enter begins a contact. Processes retained from the last one go on
 // from their levels; the rest boost when they next communicate.
 func (t *Tracker) Enter(now time.Time) {

@@ -309,8 +309,17 @@ func TestStarted(t *testing.T) {
 		t.Error("a process seen in the last contact without traffic was boosted")
 	}
 	tr.Leave(at(1200))
+	if got := tr.DownSince(); !got.Equal(at(1200)) {
+		t.Errorf("DownSince after a contact = %v, want its end %v", got, at(1200))
+	}
 	tr.Down(at(1500))
+	if got := tr.DownSince(); !got.Equal(at(1500)) {
+		t.Errorf("DownSince after Down = %v, want %v", got, at(1500))
+	}
 	tr.Enter(at(2000))
+	if got := tr.DownSince(); !got.IsZero() {
+		t.Errorf("DownSince in a contact = %v, want zero", got)
+	}
 	first(2000, 1300, 4, false, "a process started before Down's time")
 	first(2000, 1600, 5, true, "a process started after Down's time")
 	if err := from(static, "exec").Check(); err == nil || !strings.Contains(err.Error(), `from: unknown source "exec"`) {

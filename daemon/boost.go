@@ -72,6 +72,9 @@ func describePolicy(p boost.Policy) string {
 // startBoost starts boosting for cfg's lanes with a policy; a contact is
 // on from the start when the host has connectivity. Callers hold applyMu.
 func (d *Daemon) startBoost(cfg *lane.Config) {
+	// Only the run stopped just before (a reload) is gone on from.
+	wasDown := d.boostDown
+	d.boostDown = nil
 	var lanes []*boostLane
 	for _, name := range cfg.Order {
 		p := cfg.Lanes[name].Boost
@@ -105,10 +108,15 @@ func (d *Daemon) startBoost(cfg *lane.Config) {
 		run.contact(true, nil, "net.connectivity")
 	} else {
 		// Under from = "start", a process started while lanesd waits
-		// for the first contact counts from its start.
+		// for the first contact counts from its start; after a reload,
+		// one started since the link went down under the last config.
 		now := time.Now()
 		for _, bl := range lanes {
-			bl.t.Down(now)
+			since := now
+			if t, ok := wasDown[bl.name]; ok && !t.IsZero() && t.Before(now) {
+				since = t
+			}
+			bl.t.Down(since)
 		}
 	}
 	go run.loop(ctx)
@@ -137,7 +145,9 @@ func (d *Daemon) stopBoost() {
 	<-run.done
 	run.mu.Lock()
 	defer run.mu.Unlock()
+	d.boostDown = map[string]time.Time{}
 	for _, bl := range run.lanes {
+		d.boostDown[bl.name] = bl.t.DownSince()
 		run.apply(bl, bl.t.Undo())
 	}
 }

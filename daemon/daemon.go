@@ -86,7 +86,11 @@ type Daemon struct {
 	// boost is the priority boosting of the lanes with a policy (under
 	// applyMu), boostView the same for status; connUp is the host's
 	// connectivity as the network monitor last reported it.
-	boost     *boostRun
+	boost *boostRun
+	// boostDown is, by lane, when the link went down as the stopped
+	// boost run's trackers knew it: the next run (a reload) goes on from
+	// it. Under applyMu.
+	boostDown map[string]time.Time
 	boostView atomic.Pointer[boostRun]
 	// reserve is the CPU reservations of the lanes with cpu.reserve
 	// (under applyMu), reserveView the same for status.

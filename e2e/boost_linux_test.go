@@ -221,13 +221,15 @@ initial = -3
 // the lane that started before lanesd (so before the link was known to
 // be down) and does not communicate is left alone; the contact's end
 // gives the boosted their own nice back, and the next contact boosts
-// them again, with a process started in the down period between.
+// them again, with a process started in the down period between. A
+// reload while the link is down keeps the window.
 func TestBoostFromStart(t *testing.T) {
-	e := newEnv(t, `[lanes.sync.boost]
+	const fromStart = `[lanes.sync.boost]
 policy = "static"
 initial = -7
 from = "start"
-`)
+`
+	e := newEnv(t, fromStart)
 	// The sleepers outlast the test (killed when it ends), under
 	// emulation too.
 	early := sleeper(t, 120)
@@ -254,11 +256,18 @@ from = "start"
 	if n := niceOf(t, waiting.Process.Pid); n != 0 {
 		t.Errorf("before any contact a process is at nice %d, want 0", n)
 	}
+	// A reload while the link is down keeps the window the started
+	// processes count in: the one started before it still counts. (The
+	// new level shows that the reload took effect.)
+	e.writeConfig(strings.Replace(fromStart, "initial = -7", "initial = -8", 1))
+	if r := e.lanes("reload"); r.code != 0 {
+		t.Fatalf("lanes reload: %d %s", r.code, r.stderr)
+	}
 	contact("up")
-	e.waitNice(waiting.Process.Pid, -7, "started while the link was down, at the contact")
+	e.waitNice(waiting.Process.Pid, -8, "started while the link was down, before a reload, at the contact")
 	late := sleeper(t, 120)
 	move(late)
-	e.waitNice(late.Process.Pid, -7, "started in the contact")
+	e.waitNice(late.Process.Pid, -8, "started in the contact")
 	if n := niceOf(t, early.Process.Pid); n != 0 {
 		t.Errorf("a process started before lanesd, without traffic, is at nice %d, want 0", n)
 	}
@@ -272,8 +281,8 @@ from = "start"
 	move(between)
 	time.Sleep(300 * time.Millisecond)
 	contact("up")
-	e.waitNice(late.Process.Pid, -7, "the next contact, without traffic")
-	e.waitNice(between.Process.Pid, -7, "started between the contacts")
+	e.waitNice(late.Process.Pid, -8, "the next contact, without traffic")
+	e.waitNice(between.Process.Pid, -8, "started between the contacts")
 	time.Sleep(time.Second)
 	if n := niceOf(t, early.Process.Pid); n != 0 {
 		t.Errorf("in the next contact a process started before lanesd, without traffic, is at nice %d, want 0", n)

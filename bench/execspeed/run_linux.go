@@ -21,6 +21,7 @@ import (
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/internal/procfs"
+	"github.com/lanes-qos/lanes/internal/rtthread"
 	"github.com/lanes-qos/lanes/lane"
 	"github.com/lanes-qos/lanes/testbed/netns"
 )
@@ -168,7 +169,7 @@ func (x *run) receive(ctx context.Context, d time.Duration) *receiver {
 			// The receiver is the instrument: real-time priority, so
 			// that the busy loops of the hold and the sender itself do
 			// not make it drop what arrives.
-			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}
+			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: instrumentPriority}
 			if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
 				x.opts.Logf("receiver: SCHED_FIFO: %v", err)
 			}
@@ -590,9 +591,17 @@ func (x *run) reserveArm(ctx context.Context, reserve, mech, assist string, res 
 	return nil
 }
 
-// Windows measures a process's CPU in n consecutive windows of about
-// 100 ms, in percent of one CPU, pairing each CPU-clock reading with the
-// wall clock within 50 µs.
+// instrumentPriority is the SCHED_FIFO priority of the benchmark's
+// instruments (the receiver, the windows' reader): above the tick assist
+// and any lane.
+const instrumentPriority = 10
+
+// Windows measures a process's CPU in n consecutive windows of 100 ms,
+// in percent of one CPU, pairing each CPU-clock reading with the wall
+// clock within 50 µs. The instrument runs at SCHED_FIFO and sleeps to
+// absolute times, so that its windows are 100 ms however busy the CPUs
+// are (a late reading would make the next window longer and straddle one
+// more of the reservation's periods).
 func Windows(pid, n int) ([]float64, error) {
 	read := func() (time.Duration, time.Time, error) {
 		for try := 0; ; try++ {
@@ -608,18 +617,25 @@ func Windows(pid, n int) ([]float64, error) {
 		}
 	}
 	out := make([]float64, n)
-	c0, w0, err := read()
+	err := rtthread.Run(instrumentPriority, func(sleepUntil func(time.Time)) error {
+		c0, w0, err := read()
+		if err != nil {
+			return err
+		}
+		start := w0
+		for i := range out {
+			sleepUntil(start.Add(time.Duration(i+1) * 100 * time.Millisecond))
+			c1, w1, err := read()
+			if err != nil {
+				return err
+			}
+			out[i] = 100 * float64(c1-c0) / float64(w1.Sub(w0))
+			c0, w0 = c1, w1
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	for i := range out {
-		time.Sleep(100 * time.Millisecond)
-		c1, w1, err := read()
-		if err != nil {
-			return nil, err
-		}
-		out[i] = 100 * float64(c1-c0) / float64(w1.Sub(w0))
-		c0, w0 = c1, w1
 	}
 	return out, nil
 }

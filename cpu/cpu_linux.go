@@ -11,6 +11,7 @@ import (
 	"github.com/lanes-qos/lanes/internal/cgroup"
 	"github.com/lanes-qos/lanes/internal/features"
 	"github.com/lanes-qos/lanes/internal/hostcpu"
+	"github.com/lanes-qos/lanes/internal/rtthread"
 	"github.com/lanes-qos/lanes/reserve"
 )
 
@@ -258,6 +259,18 @@ var deadlineProbe = features.Probe{Name: "SCHED_DEADLINE", Fn: func() error {
 	return <-errc
 }}
 
+// fifoProbe puts a thread of lanesd's own under SCHED_FIFO at the tick
+// assist's priority for a moment (the thread ends with it): whether the
+// kernel lets lanesd run the assist (root or CAP_SYS_NICE, and, with
+// real-time group scheduling, runtime for lanesd's group).
+var fifoProbe = features.Probe{Name: "SCHED_FIFO", Fn: func() error {
+	err := rtthread.Run(TickAssistPriority, func(func(time.Time)) error { return nil })
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) {
+		err = fmt.Errorf("%w: %v", features.ErrNotSupported, err)
+	}
+	return err
+}}
+
 // ReserveMechanism says how lanesd enforces cpu.reserve here, given the
 // mechanism asked for (reserve.MechAuto, MechDeadline or MechCFS) and the
 // tick assist (reserve.AssistAuto, AssistOff or a period): the line of
@@ -280,6 +293,9 @@ func ReserveMechanism(want, assist string) (features.Mechanism, error) {
 	switch {
 	case dl:
 		m.Backend = "SCHED_DEADLINE per thread, the reservation split by use every " + reserve.Period.String()
+	case every > 0 && fifoProbe.Result() != nil:
+		m.Backend = fmt.Sprintf("CFS bandwidth: the lane's group at the highest weight with a quota every %v, charged at the kernel's tick: the tick assist needs SCHED_FIFO, refused here (%v)",
+			reserve.Period, fifoProbe.Result())
 	case every > 0:
 		m.Backend = fmt.Sprintf("CFS bandwidth: the lane's group at the highest weight with a quota every %v, charged every %v by a tick assist (a SCHED_FIFO thread per CPU) while the lane uses it: %s",
 			reserve.Period, every, awhy)

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -89,6 +90,10 @@ func TestTickAssist(t *testing.T) {
 	defer a.Stop()
 	// Set starts threads on new CPUs and stops those left out.
 	if err := a.Set([]int{0, on}); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			// lanesd then charges quotas at the tick (status says why).
+			t.Skipf("this kernel refuses SCHED_FIFO here: %v", err)
+		}
 		t.Fatal(err)
 	}
 	both := a.Threads()
@@ -137,13 +142,18 @@ func TestTickAssist(t *testing.T) {
 	t.Logf("with the assist: mean %.2f %%, worst window %.2f off, the assist %.3f %% of a CPU; without: mean %.2f %%, worst %.2f off", mw, ww, 100*cost, mo, wo)
 	t.Logf("with: %.1f", with)
 	t.Logf("without: %.1f", without)
-	// The quota is a ceiling the assist only sharpens: the mean holds
-	// either way, even under emulation.
-	if math.Abs(mw-20) > 1.5 {
-		t.Errorf("mean %.2f %% with the assist, want 20 ± 1.5", mw)
+	// The quota is a ceiling the assist only sharpens: it holds even
+	// under emulation.
+	if mw > 21.5 {
+		t.Errorf("mean %.2f %% with the assist, want at most 20 + 1.5", mw)
 	}
-	if !timing {
+	// Reaching it, and each window, needs the CPU time an emulated guest
+	// may not get.
+	if !timing || testutil.Emulated() {
 		return
+	}
+	if mw < 18.5 {
+		t.Errorf("mean %.2f %% with the assist, want 20 ± 1.5", mw)
 	}
 	if ww > 3 {
 		t.Errorf("a window %.2f %% off 20 with the assist, want within 3 (%.1f)", ww, with)

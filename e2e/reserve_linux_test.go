@@ -231,11 +231,19 @@ func TestReserve(t *testing.T) {
 				}
 				t.Logf("tick assist refused SCHED_FIFO here: windows held to the tick")
 			case rl.Mechanism == "CFS bandwidth" && a.Every > 0:
-				// It runs where the busy loop ran lately: one CPU or more.
-				if !a.Running || a.Starts < 1 || len(a.CPUs) < 1 || len(a.CPUs) > ncpu {
+				grain = 100 * a.Every.Seconds() / 0.1
+				// It runs where the busy loop ran lately (one CPU or more)
+				// while the lane uses its reservation under the guarantee:
+				// under emulation, where the modes are only logged, it may
+				// not.
+				running := a.Running && a.Starts >= 1 && len(a.CPUs) >= 1 && len(a.CPUs) <= ncpu
+				if !running && (!exact || testutil.Emulated() || rl.Mode != "guarantee") {
+					t.Logf("not asserted: tick assist %+v in mode %s", a, rl.Mode)
+					break
+				}
+				if !running {
 					t.Errorf("tick assist %+v under the guarantee, want it running on 1 to %d CPUs", a, ncpu)
 				}
-				grain = 100 * a.Every.Seconds() / 0.1
 				if out := e.lanes("status").stdout; !strings.Contains(out, "tick assist: every "+a.Every.String()+", running on CPUs") {
 					t.Errorf("lanes status does not show the tick assist running:\n%s", out)
 				}
@@ -270,7 +278,7 @@ func TestReserve(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			again := shares(t, pid, 10)
 			t.Logf("alone again: %s", summary(again))
-			if a != nil && a.Running {
+			if a != nil && a.Running && exact && !testutil.Emulated() {
 				// Beyond its reservation nothing binds: the assist stops a
 				// linger after the guarantee ends.
 				waitFor(t, within, "the tick assist to stop", func() bool {

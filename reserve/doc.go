@@ -12,7 +12,9 @@
 //     under SCHED_DEADLINE with its share of the runtime in every Period,
 //     or, where the kernel refuses deadline scheduling, the lane's group
 //     at the highest CPU weight with a CFS quota of the reservation per
-//     Period. Either way the lane gets its share and no more.
+//     Period, charged between the kernel's ticks by the tick assist
+//     (Assist) where the tick is coarser than a millisecond. Either way
+//     the lane gets its share and no more.
 //   - Beyond: the lane's threads are ordinary threads in a group the
 //     kernel runs only on idle CPU (cpu.idle), so the lane takes whole
 //     CPUs that nothing else wants and yields them the moment something

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -277,7 +278,7 @@ var fifoProbe = features.Probe{Name: "SCHED_FIFO", Fn: func() error {
 // lanes doctor, and the choice itself (Preferred: deadline).
 func ReserveMechanism(want, assist string) (features.Mechanism, error) {
 	f := reserve.Facts{Deadline: deadlineProbe.Result()}
-	f.Hz, _, _ = hostcpu.TickHz(features.KernelRelease())
+	f.Hz = tickHz()
 	if on, err := hostcpu.HRTickDL(); err == nil {
 		f.HRTick, f.HRTickKnown = on, true
 	}
@@ -309,6 +310,13 @@ func ReserveMechanism(want, assist string) (features.Mechanism, error) {
 // CFS bandwidth here (0: none), given lanesd's --reserve-tick-assist, and
 // why in words.
 func ReserveTickAssist(assist string) (every time.Duration, why string, err error) {
-	hz, _, _ := hostcpu.TickHz(features.KernelRelease())
-	return reserve.Assist(assist, hz)
+	return reserve.Assist(assist, tickHz())
 }
+
+// tickHz is the kernel's CONFIG_HZ (0: unknown), read from its build
+// configuration once: it does not change while the kernel runs, and the
+// reservations read it at every start, reload and lanes doctor.
+var tickHz = sync.OnceValue(func() int {
+	hz, _, _ := hostcpu.TickHz(features.KernelRelease())
+	return hz
+})

@@ -129,9 +129,6 @@ func (t *TickAssist) stopThread(th *assistThread) {
 	<-th.done
 }
 
-// Every is the assist's period.
-func (t *TickAssist) Every() time.Duration { return t.every }
-
 // CPUs are the CPUs the assist runs on now, in order.
 func (t *TickAssist) CPUs() []int {
 	t.mu.Lock()

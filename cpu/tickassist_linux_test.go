@@ -10,32 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/internal/testutil"
 	"github.com/lanes-qos/lanes/lane"
 )
-
-// windows measures pid's CPU in n windows of 100 ms, in percent of one
-// CPU, each reading of its CPU clock paired with the wall clock.
-func windows(t *testing.T, pid, n int) []float64 {
-	t.Helper()
-	read := func() (time.Duration, time.Time) {
-		c, err := procfs.CPUClock(pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, time.Now()
-	}
-	out := make([]float64, n)
-	c0, w0 := read()
-	for i := range out {
-		time.Sleep(100 * time.Millisecond)
-		c1, w1 := read()
-		out[i] = 100 * float64(c1-c0) / float64(w1.Sub(w0))
-		c0, w0 = c1, w1
-	}
-	return out
-}
 
 // threadGone waits up to a second for a thread of this process to end:
 // a locked thread exits after its goroutine has returned. (The main
@@ -126,7 +103,7 @@ func TestTickAssist(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	cpu0, w0 := a.CPUTime(), time.Now()
-	with := windows(t, loop.PID(), 40)
+	with := testutil.CPUWindows(t, loop.PID(), 40)
 	cost := float64(a.CPUTime()-cpu0) / float64(time.Since(w0))
 	a.Stop()
 	if !threadGone(tid) && tid != os.Getpid() {
@@ -135,7 +112,7 @@ func TestTickAssist(t *testing.T) {
 		t.Errorf("assist thread %d still there after Stop: %s\n%s", tid, b, st)
 	}
 	time.Sleep(300 * time.Millisecond)
-	without := windows(t, loop.PID(), 40)
+	without := testutil.CPUWindows(t, loop.PID(), 40)
 
 	mw, ww := spread(with, 20)
 	mo, wo := spread(without, 20)

@@ -16,9 +16,6 @@ func NewTickAssist(every time.Duration) (*TickAssist, error) { return nil, error
 // Set is Linux-only.
 func (t *TickAssist) Set(cpus []int) error { return errors.ErrUnsupported }
 
-// Every is Linux-only.
-func (t *TickAssist) Every() time.Duration { return 0 }
-
 // CPUs is Linux-only.
 func (t *TickAssist) CPUs() []int { return nil }
 

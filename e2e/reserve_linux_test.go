@@ -13,46 +13,14 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/cpu"
-	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
-// processCPU reads a process's CPU time (all threads) from its CPU clock,
-// which counts the slice running now (/proc's schedstat does not).
-func processCPU(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	d, err := procfs.CPUClock(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // shares measures a process's CPU in n consecutive windows of about
-// 100 ms, in percent of one CPU. Each reading pairs the CPU clock with
-// the wall clock within 50 µs (a reading the test is preempted in is
-// taken again).
+// 100 ms, in percent of one CPU.
 func shares(t *testing.T, pid, n int) []float64 {
 	t.Helper()
-	read := func() (time.Duration, time.Time) {
-		for try := 0; ; try++ {
-			t0 := time.Now()
-			c := processCPU(t, pid)
-			t1 := time.Now()
-			if t1.Sub(t0) < 50*time.Microsecond || try == 50 {
-				return c, t1
-			}
-		}
-	}
-	out := make([]float64, n)
-	c0, w0 := read()
-	for i := range out {
-		time.Sleep(100 * time.Millisecond)
-		c1, w1 := read()
-		out[i] = 100 * float64(c1-c0) / float64(w1.Sub(w0))
-		c0, w0 = c1, w1
-	}
-	return out
+	return testutil.CPUWindows(t, pid, n)
 }
 
 func summary(xs []float64) string {

@@ -176,8 +176,10 @@ func (g Group) AddProc(pid int) error {
 // created meanwhile, which the move may have reset (a thread started by
 // one not yet given its affinity back inherits the reset one), get the
 // process's common affinity when all saved threads shared one (a process
-// pinned as a whole, e.g. by taskset). It goes over the threads until a
-// pass finds every one as it should be (at most 10 passes). Best effort: a
+// pinned as a whole, e.g. by taskset). It goes over the threads until two
+// passes in a row find every one as it should be (at most 10 passes): a
+// clone begun before its parent got its affinity back shows up only after
+// the pass that fixed the parent. Best effort: a
 // thread may have exited, or the group's cpuset may exclude its old CPUs
 // (EINVAL), and then the kernel's choice stands.
 func restoreAffinities(pid int, saved map[int]unix.CPUSet) {
@@ -192,7 +194,8 @@ func restoreAffinities(pid int, saved map[int]unix.CPUSet) {
 		}
 	}
 	failed := map[int]bool{} // refused once: the kernel's choice stands
-	for pass := 0; pass < 10; pass++ {
+	clean := 0
+	for pass := 0; pass < 10 && clean < 2; pass++ {
 		wrong := 0
 		for tid, cur := range affinities(pid) {
 			want, ok := saved[tid]
@@ -211,7 +214,9 @@ func restoreAffinities(pid int, saved map[int]unix.CPUSet) {
 			}
 		}
 		if wrong == 0 {
-			break
+			clean++
+		} else {
+			clean = 0
 		}
 	}
 }

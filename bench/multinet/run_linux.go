@@ -239,8 +239,9 @@ func sensor(ctx context.Context, opts Options, client, server transport, run *Ru
 	} else if err := readings(rctx, opts.Duration, start, client); err != nil {
 		run.Error = fmt.Sprintf("send: %v", err)
 	}
-	// Wait for the urgent messages still under way.
-	for end := start.Add(opts.Duration + 15*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	// Wait for the urgent messages still under way (not once the run is
+	// cancelled: rctx ends with ctx).
+	for end := start.Add(opts.Duration + 15*time.Second); time.Now().Before(end) && rctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 		mu.Lock()
 		n := len(urgentAt)
 		mu.Unlock()

@@ -71,7 +71,9 @@ type Options struct {
 	// carries nothing, and its socket's delivery rate over the probe is
 	// its bandwidth sample. A probe is at most what the path's estimate
 	// sends in 250 ms (at least 16 KiB), so that foreground written just
-	// after waits little behind it. 0: 64 KiB; negative: no probes
+	// after waits little behind it, and on the path of least round trip
+	// among several at most its pipe and what it sends in
+	// AnticipateMin. 0: 64 KiB; negative: no probes
 	// (bandwidth from traffic and the hint only).
 	ProbeSize int
 	// ProbeIdle is how long a path may go without a bandwidth
@@ -460,47 +462,182 @@ func anticipationLocked(p *pathState, now time.Time) time.Duration {
 	return time.Duration(min(w, float64(AnticipateMax)))
 }
 
+// baseRTT is p's round trip without queueing: its socket's least RTT,
+// else the filtered smoothed one (0 before any sample).
+func baseRTT(p *pathState) time.Duration {
+	if p.minRTT > 0 {
+		return p.minRTT
+	}
+	return time.Duration(p.lat.value() * float64(time.Second))
+}
+
+// bandwidth is p's filtered bandwidth in bytes/s (its hint, or
+// defaultBandwidth, until measured).
+func bandwidth(p *pathState) float64 {
+	if bw := p.bw.value(); bw > 0 {
+		return bw
+	}
+	return defaultBandwidth
+}
+
+// arrival estimates when n bytes written on p now reach the peer, with
+// outq bytes in its socket: half the base round trip, and the time the
+// path takes to send what the socket holds beyond its pipe (the
+// bandwidth-delay product: in flight, not ahead in a queue) and the n
+// bytes.
+func arrival(p *pathState, outq, n int) time.Duration {
+	bw := bandwidth(p)
+	rtt := baseRTT(p)
+	ahead := max(0, float64(outq)-bw*rtt.Seconds())
+	return rtt/2 + time.Duration((ahead+float64(n))/bw*float64(time.Second))
+}
+
+// fgPathLocked chooses the path for n bytes of foreground with label l:
+// for small, the usable path that would deliver them soonest with what
+// its socket holds now (the smoothed round trip of a socket counts the
+// background it carries, which foreground passes in the library's queue,
+// and lags); for large, the widest. nil: no path.
+func (c *Conn) fgPathLocked(l Label, n int) *pathState {
+	usable := c.usablePathsLocked()
+	if l&Large != 0 {
+		return widest(usable)
+	}
+	var best *pathState
+	var bestAt time.Duration
+	for _, p := range usable {
+		at := arrival(p, socketQueue(p.tc), n)
+		if best == nil || at < bestAt {
+			best, bestAt = p, at
+		}
+	}
+	return best
+}
+
+// calmest is the path of ps with the least base round trip: the one a
+// small foreground message takes when nothing is queued (nil: none).
+func calmest(ps []*pathState) *pathState {
+	var best *pathState
+	for _, p := range ps {
+		if best == nil || baseRTT(p) < baseRTT(best) {
+			best = p
+		}
+	}
+	return best
+}
+
+// minPiece is the least background a path takes at once: about a
+// segment, so that a piece cut to fit the anticipatory bound is worth its
+// frame.
+const minPiece = 1400
+
+// bgRoomLocked says how many bytes of background path p may take now
+// under its anticipatory bound (0: none, wait) and the bound's window:
+// what its socket may hold is its pipe (the bandwidth-delay product: in
+// flight, not ahead of a foreground message) and what the path sends in
+// the window. An empty socket takes at least minPiece.
+//
+// The window grows as the seed's (anticipationLocked) only on the widest
+// of the usable paths, and only when it is not the calmest: the next
+// small foreground message goes to the calmest and waits behind whatever
+// background its socket holds (the first one of a burst after a quiet
+// spell would wait behind up to AnticipateMax of it), and a narrower path
+// gains little throughput from a deep queue while its backlog is what
+// foreground waits behind when the calmest path vanishes and it becomes
+// the calmest. The others keep AnticipateMin.
+func (c *Conn) bgRoomLocked(p *pathState, usable []*pathState, now time.Time) (int, time.Duration) {
+	window := AnticipateMin
+	if p != calmest(usable) && p == widest(usable) {
+		window = anticipationLocked(p, now)
+	}
+	return roomWithin(p, window), window
+}
+
+// roomWithin is the background path p may take now if its socket may hold
+// its pipe and what it sends in window (0: none); an empty socket takes
+// at least minPiece.
+func roomWithin(p *pathState, window time.Duration) int {
+	p.outq = socketQueue(p.tc)
+	limit := int(bandwidth(p) * (baseRTT(p) + window).Seconds())
+	room := limit - p.outq
+	if p.outq == 0 {
+		room = max(room, minPiece)
+	}
+	if room < minPiece {
+		return 0
+	}
+	return room
+}
+
 // pickLocked takes the next chunk path p sends, if any, and says when to
-// look again if background data waits for the anticipatory bound.
+// look again if background data waits for the anticipatory bound or for
+// another path.
+//
+// Foreground goes on the path chosen for it when it was written (again
+// the best now, if that path is no longer usable). Background goes on the
+// paths not carrying foreground, each piece at most what the path's
+// anticipatory bound leaves room for (bgRoomLocked); the calmest of
+// several paths takes it only while the others hold more than their pipe
+// and AnticipateMin (otherHasRoomLocked), so that its socket stays clear
+// for the next small foreground message when the others can carry the
+// background without a backlog, and adds its bandwidth when they cannot.
 func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
 	usable := c.usablePathsLocked()
 	if !slices.Contains(usable, p) {
 		return nil, 0 // stalled while another path answers
 	}
-	var order []Label
-	if p == fastest(usable) {
-		order = append(order, FGSmall)
-	}
-	if p == widest(usable) {
-		order = append(order, FGLarge)
-	}
-	// Background goes on the paths not carrying foreground.
-	if p.fgOut == 0 {
-		order = append(order, BGSmall, BGLarge)
-	}
-	for _, l := range order {
+	for _, l := range []Label{FGSmall, FGLarge} {
 		if !c.snd.queued(l) {
 			continue
 		}
-		if !l.Foreground() {
-			window := anticipationLocked(p, now)
-			// Bytes in flight up to the path's bandwidth-delay product are
-			// in the pipe, not ahead of a foreground message in a queue:
-			// the bound is the pipe and what the path sends in the window.
-			limit := int(p.bw.value() * (p.minRTT + window).Seconds())
-			p.outq = socketQueue(p.tc)
-			if p.outq > 0 && p.outq+len(c.snd.queues[l][0].data) > limit {
-				return nil, max(window/10, 2*time.Millisecond)
+		head := c.snd.queues[l][0]
+		if head.want < 0 || head.want >= len(c.paths) || !slices.Contains(usable, c.paths[head.want]) {
+			if w := c.fgPathLocked(l, len(head.data)); w != nil {
+				head.want = w.idx
 			}
 		}
-		ch := c.snd.take(l, p.idx)
-		if l.Foreground() {
-			p.fgOut++
-			p.lastFG = now
+		if head.want != p.idx {
+			continue
 		}
+		ch := c.snd.take(l, p.idx, 0)
+		p.fgOut++
+		p.lastFG = now
 		return ch, 0
 	}
+	if p.fgOut > 0 {
+		return nil, 0
+	}
+	calm := len(usable) > 1 && p == calmest(usable)
+	for _, l := range []Label{BGSmall, BGLarge} {
+		if !c.snd.queued(l) {
+			continue
+		}
+		room, window := c.bgRoomLocked(p, usable, now)
+		if room == 0 {
+			return nil, max(window/10, 2*time.Millisecond)
+		}
+		if calm && c.otherHasRoomLocked(p, usable) {
+			// The others take it; look again in case they fill up.
+			return nil, AnticipateMin / 5
+		}
+		return c.snd.take(l, p.idx, room), 0
+	}
 	return nil, 0
+}
+
+// otherHasRoomLocked says whether a usable path other than p, carrying no
+// foreground, may take background now within its pipe and AnticipateMin:
+// one whose window has grown (the widest) may hold more, but a backlog
+// beyond that is background the calm path would deliver sooner.
+func (c *Conn) otherHasRoomLocked(p *pathState, usable []*pathState) bool {
+	for _, q := range usable {
+		if q == p || q.fgOut > 0 {
+			continue
+		}
+		if roomWithin(q, AnticipateMin) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // probePad is a probe's padding.
@@ -510,7 +647,9 @@ var probePad = make([]byte, maxProbe)
 // measure its bandwidth (0: none): when the path has not been measured
 // since it came up, or not for ProbeIdle, nothing waits to be sent on
 // any path, its socket is empty, and it is usable; at most what its
-// estimate sends in 250 ms, at least 16 KiB, at most ProbeSize.
+// estimate sends in 250 ms, at least 16 KiB, at most ProbeSize, and on the
+// calmest of several paths at most its pipe and what it sends in
+// AnticipateMin.
 func (c *Conn) probeLocked(p *pathState, now time.Time) int {
 	if c.opts.ProbeSize <= 0 || c.closing || p.stalled || !p.up {
 		return 0
@@ -527,10 +666,18 @@ func (c *Conn) probeLocked(p *pathState, now time.Time) int {
 			return 0
 		}
 	}
-	if !slices.Contains(c.usablePathsLocked(), p) || socketQueue(p.tc) > 0 {
+	usable := c.usablePathsLocked()
+	if !slices.Contains(usable, p) || socketQueue(p.tc) > 0 {
 		return 0
 	}
 	n := min(max(int(p.bw.value()/4), 16<<10), c.opts.ProbeSize)
+	if len(usable) > 1 && p == calmest(usable) {
+		// The next small foreground message comes here: a probe is
+		// background to it, held to the calm path's bound. (A sole path
+		// is probed in full: a probe held to a low estimate would not
+		// measure it.)
+		n = min(n, roomWithin(p, AnticipateMin))
+	}
 	p.probedAt = now
 	p.probes++
 	return n
@@ -751,8 +898,11 @@ func (c *Conn) sampler() {
 			}
 			p.minRTT = st.minRTT
 			// A rate limited by what we had to send is a floor, not the
-			// path's bandwidth.
-			if st.deliveryRate > 0 && (!st.appLimited || st.deliveryRate > p.bw.value()) {
+			// path's bandwidth. The kernel reports its last sample until
+			// another is kept: each counts once, not once a read (a high
+			// one read again and again would become the estimate).
+			fresh := st.deliveryRate != p.rate
+			if fresh && st.deliveryRate > 0 && (!st.appLimited || st.deliveryRate > p.bw.value()) {
 				p.bw.add(st.deliveryRate)
 				// The kernel keeps its last sample the sender did not
 				// limit until a higher or another such one comes: a
@@ -879,26 +1029,27 @@ func (c *Conn) begin(l Label, deps []uint64, depAll bool, fn func()) (*IROB, err
 		c.thunks[l] = append(c.thunks[l], t)
 		return nil, &DeferredError{Label: l, t: t, c: c}
 	}
-	ir := &sirob{id: c.snd.nextID, label: l, deps: deps, depAll: depAll}
+	ir := &sirob{id: c.snd.nextID, label: l, deps: deps, depAll: depAll, want: -1}
 	c.snd.nextID++
-	c.foregroundLocked(l, time.Now())
+	c.foregroundLocked(l, 0, time.Now())
 	return &IROB{c: c, ir: ir}, nil
 }
 
-// foregroundLocked notes foreground written with label l on the path
-// that will carry it (the fastest for small, the widest for large): that
-// path's background is held to its anticipatory bound from now.
-func (c *Conn) foregroundLocked(l Label, now time.Time) {
+// foregroundLocked chooses the path for n bytes of foreground written
+// with label l (the soonest to deliver them for small, the widest for
+// large) and notes the foreground on it: that path's background is held
+// to its anticipatory bound from now. It returns the path's index (-1:
+// background, or no path).
+func (c *Conn) foregroundLocked(l Label, n int, now time.Time) int {
 	if !l.Foreground() {
-		return
+		return -1
 	}
-	p := c.fastestLocked()
-	if l&Large != 0 {
-		p = c.widestLocked()
+	p := c.fgPathLocked(l, n)
+	if p == nil {
+		return -1
 	}
-	if p != nil {
-		p.lastFG = now
-	}
+	p.lastFG = now
+	return p.idx
 }
 
 func (c *Conn) usableLocked() error {
@@ -929,8 +1080,7 @@ func (i *IROB) Write(b []byte) (int, error) {
 			return written, err
 		}
 		n := min(len(b), c.opts.SendBuffer-c.snd.unacked)
-		c.snd.write(i.ir, b[:n])
-		c.foregroundLocked(i.ir.label, time.Now())
+		c.snd.write(i.ir, b[:n], c.foregroundLocked(i.ir.label, n, time.Now()))
 		b, written = b[n:], written+n
 		c.kickLocked()
 	}

@@ -592,3 +592,109 @@ func TestScoutProbe(t *testing.T) {
 		})
 	}
 }
+
+// Small foreground finds its path clear of background in the seed's
+// crowded hotspot with its sensor (a 4 KB summary and 25 KB of raw data
+// every second, a ninth of the wide network's bandwidth), after nine
+// seconds of background alone (the seed's anticipatory bound would have
+// grown to a second by then), in messages 1.75 s apart like the sensor's
+// urgent ones: the background goes on the wide network and stays off the
+// low-latency one, and each message takes that network's 10 ms one way
+// and its serialization (about 14 ms), not the wide network's 200 ms.
+func TestForegroundFindsItsPathClear(t *testing.T) {
+	testutil.RequireTiming(t)
+	// Queues of half a second, as in the benchmark's scenarios.
+	low := linkem.Config{Rate: 600_000, Delay: 10 * ms, QueuePackets: 25}
+	wide := linkem.Config{Rate: 2_000_000, Delay: 200 * ms, QueuePackets: 84}
+	for _, tc := range []struct {
+		name     string
+		links    []linkem.Config
+		raw      int           // background bytes each second after a 4 KB summary
+		most     time.Duration // the longest an urgent message may take
+		lowShare bool          // check that path 0 carries little beside path 1
+	}{
+		{"hotspot", []linkem.Config{low, wide}, 25_000, 60 * ms, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newTestbed(t, tc.links...)
+			c, s := tb.dial(t, Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+
+			var mu sync.Mutex
+			sent := map[uint64]time.Time{}
+			var lat []time.Duration
+			recvDone := make(chan error, 1)
+			const urgent = 5
+			go func() {
+				for len(lat) < urgent {
+					m, err := s.Recv(ctx)
+					if err != nil {
+						recvDone <- err
+						return
+					}
+					if m.Label != FGSmall {
+						continue
+					}
+					mu.Lock()
+					lat = append(lat, time.Since(sent[m.ID]))
+					mu.Unlock()
+				}
+				recvDone <- nil
+			}()
+			start := time.Now()
+			go func() {
+				for k := range urgent {
+					time.Sleep(time.Until(start.Add(9*time.Second + time.Duration(k)*1750*ms)))
+					mu.Lock()
+					ir, err := c.Begin(FGSmall, nil, nil)
+					if err != nil {
+						mu.Unlock()
+						t.Error(err)
+						return
+					}
+					sent[ir.ID()] = time.Now()
+					mu.Unlock()
+					if _, err := ir.Write(make([]byte, 256)); err != nil {
+						t.Error(err)
+						return
+					}
+					if err := ir.End(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+			for i := range 17 {
+				time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second)))
+				sum, err := c.SendAfter(BGSmall, nil, make([]byte, 4000), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.SendAfter(BGLarge, []uint64{sum}, make([]byte, tc.raw), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-recvDone; err != nil {
+				t.Fatal(err)
+			}
+			paths := c.Paths()
+			for i, st := range paths {
+				t.Logf("path %d (%s): %d bytes sent, %d probes, %.3f Mbit/s, RTT %v", i, st.Name, st.Sent, st.Probes, st.Bandwidth/1e6, st.RTT)
+			}
+			// The low-latency network carries its probe, pings, the
+			// urgent messages and what came before the round trips were
+			// known: under a tenth of the wide one's bytes (a fifth when
+			// it took background whenever its socket was empty).
+			if tc.lowShare && paths[0].Sent*100 > paths[1].Sent*15 {
+				t.Errorf("the low-latency network sent %d bytes, the wide one %d: want under 15 %%", paths[0].Sent, paths[1].Sent)
+			}
+			t.Logf("urgent latencies: %v", lat)
+			for i, d := range lat {
+				if d > tc.most {
+					t.Errorf("urgent message %d took %v, want at most %v", i, d, tc.most)
+				}
+			}
+		})
+	}
+}

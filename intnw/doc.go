@@ -9,14 +9,21 @@
 // earlier IROBs, which the peer then receives first. The multi-socket keeps
 // one TCP connection per path (a local address and the peer's address
 // reached through it) and chooses, chunk by chunk, which path carries what:
-// foreground small on the path of least latency, foreground large on the
-// one of most bandwidth, background striped over the paths not carrying
-// foreground. Background a path's socket holds is bounded by what the path
-// fills its pipe with (bandwidth times least RTT) and sends in 50 ms after
-// foreground traffic on that path, the window doubling each second without
-// any up to a second (the seed's anticipatory scheduling, per network). Paths are measured from the
-// kernel's TCP_INFO of their sockets and probed with pings: a path whose
-// pongs are late is stalled and carries nothing new. When a path goes (its
+// foreground small on the path that would deliver it soonest (half its
+// least round trip, and what its socket holds beyond its pipe at its
+// bandwidth), foreground large on the one of most bandwidth, background
+// striped over the paths not carrying foreground. Background a path's
+// socket holds is bounded by what the path fills its pipe with (bandwidth
+// times least RTT) and sends in 50 ms; on the widest path, when the next
+// small foreground message goes elsewhere, that window is the seed's
+// anticipatory one: 50 ms after foreground traffic on the path, doubling
+// each second without any up to a second. A chunk longer than the room
+// left is cut to fit. The calmest path (the least round trip, where the
+// next small foreground message goes) takes background only when no other
+// path has room, so that message finds its socket clear, and a narrow
+// path's backlog is short when foreground falls back to it. Paths are measured from the kernel's TCP_INFO of their
+// sockets and probed with pings: a path whose pongs are late is stalled
+// and carries nothing new. When a path goes (its
 // address removed, its socket failing) or stalls, what it had sent and the
 // peer had not acknowledged goes again on another path: no byte is lost and
 // the peer delivers no IROB twice. A label with no appropriate path defers

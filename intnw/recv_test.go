@@ -173,15 +173,15 @@ func TestSenderRequeue(t *testing.T) {
 	s := newSender()
 	a := &sirob{id: 1, label: BGLarge}
 	b := &sirob{id: 2, label: BGLarge}
-	s.write(a, make([]byte, 40<<10)) // 3 chunks of 16 KiB, 16 KiB, 8 KiB
+	s.write(a, make([]byte, 40<<10), -1) // 3 chunks of 16 KiB, 16 KiB, 8 KiB
 	s.end(a)
-	s.write(b, make([]byte, 10))
+	s.write(b, make([]byte, 10), -1)
 	if len(s.queues[BGLarge]) != 4 || !s.queues[BGLarge][2].end {
 		t.Fatalf("queued %d chunks (the third ending IROB 1: %v), want 4", len(s.queues[BGLarge]), s.queues[BGLarge][2].end)
 	}
-	c0 := s.take(BGLarge, 0)
-	c1 := s.take(BGLarge, 1)
-	c2 := s.take(BGLarge, 0)
+	c0 := s.take(BGLarge, 0, 0)
+	c1 := s.take(BGLarge, 1, 0)
+	c2 := s.take(BGLarge, 0, 0)
 	if s.ack(ackEntry{ID: 1, Off: c1.off, Len: uint32(len(c1.data))}) == nil {
 		t.Fatal("ack of a chunk in flight not taken")
 	}
@@ -199,12 +199,72 @@ func TestSenderRequeue(t *testing.T) {
 		t.Errorf("the end chunk at %d, want 1", got)
 	}
 	// An IROB ended after its data went out ends in a chunk of no bytes.
-	s.take(BGLarge, 0)
-	s.take(BGLarge, 0)
-	last := s.take(BGLarge, 0)
+	s.take(BGLarge, 0, 0)
+	s.take(BGLarge, 0, 0)
+	last := s.take(BGLarge, 0, 0)
 	s.end(b)
 	if last.end || len(s.queues[BGLarge]) != 1 || !s.queues[BGLarge][0].end || len(s.queues[BGLarge][0].data) != 0 || s.queues[BGLarge][0].off != 10 {
 		t.Errorf("End after the data left: queue %v", s.queues[BGLarge])
+	}
+}
+
+// A chunk longer than a path's room is cut: the piece goes, carrying the
+// IROB's dependencies when it starts it; the rest stays first in the
+// queue with the end mark; each is acknowledged on its own.
+func TestSenderCut(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		size      int
+		most      int
+		wantPiece int
+	}{
+		{"longer than the room", 16 << 10, 4000, 4000},
+		{"shorter than the room", 3000, 4000, 3000},
+		{"no limit", 16 << 10, 0, 16 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSender()
+			ir := &sirob{id: 1, label: BGLarge, deps: []uint64{7}, want: -1}
+			data := make([]byte, tc.size)
+			for i := range data {
+				data[i] = byte(i)
+			}
+			s.write(ir, data, -1)
+			s.end(ir)
+			piece := s.take(BGLarge, 0, tc.most)
+			if len(piece.data) != tc.wantPiece || piece.off != 0 || piece.path != 0 {
+				t.Fatalf("piece: %d bytes at %d on path %d, want %d at 0 on 0", len(piece.data), piece.off, piece.path, tc.wantPiece)
+			}
+			if f := piece.frame(); !slices.Equal(f.deps, []uint64{7}) || !slices.Equal(f.data, data[:tc.wantPiece]) {
+				t.Errorf("piece's frame: deps %v, %d bytes", f.deps, len(f.data))
+			}
+			rest := tc.size - tc.wantPiece
+			if got := s.bytes[BGLarge]; got != rest {
+				t.Errorf("queued bytes after the cut: %d, want %d", got, rest)
+			}
+			if rest == 0 {
+				if !piece.end || s.queued(BGLarge) {
+					t.Errorf("the whole chunk taken: end %v, still queued %v", piece.end, s.queued(BGLarge))
+				}
+				return
+			}
+			if piece.end {
+				t.Error("the piece carries the end mark")
+			}
+			head := s.queues[BGLarge][0]
+			if head.off != uint64(tc.wantPiece) || !head.end || !slices.Equal(head.data, data[tc.wantPiece:]) || head.frame().deps != nil {
+				t.Errorf("rest: at %d, end %v, %d bytes, deps %v", head.off, head.end, len(head.data), head.frame().deps)
+			}
+			second := s.take(BGLarge, 1, 0)
+			for _, c := range []*chunk{piece, second} {
+				if s.ack(ackEntry{ID: 1, Off: c.off, Len: uint32(len(c.data))}) == nil {
+					t.Errorf("ack of %d bytes at %d not taken", len(c.data), c.off)
+				}
+			}
+			if ir.open != 0 || s.unacked != 0 || !s.idle() {
+				t.Errorf("after both acks: %d chunks open, %d bytes unacked, idle %v", ir.open, s.unacked, s.idle())
+			}
+		})
 	}
 }
 

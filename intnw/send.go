@@ -15,16 +15,19 @@ type sirob struct {
 	ended  bool   // End was called
 	last   *chunk // its last chunk while it is still queued (End may mark it)
 	open   int    // chunks queued or in flight
+	want   int    // the path its foreground was last written for (-1: none)
 }
 
 // chunk is a piece of an IROB: queued (path < 0) or in flight on a path
-// until the peer acknowledges it.
+// until the peer acknowledges it. A foreground chunk is for the path
+// chosen when it was written (want; -1: the best when it is sent).
 type chunk struct {
 	ir   *sirob
 	off  uint64
 	data []byte
 	end  bool
 	path int
+	want int
 }
 
 type chunkKey struct{ id, off uint64 }
@@ -68,12 +71,13 @@ func chunkSize(l Label) int {
 	return 16 << 10
 }
 
-// write queues data as chunks of ir.
-func (s *sender) write(ir *sirob, data []byte) {
+// write queues data as chunks of ir for path want (-1: any).
+func (s *sender) write(ir *sirob, data []byte, want int) {
 	size := chunkSize(ir.label)
+	ir.want = want
 	for len(data) > 0 {
 		n := min(len(data), size)
-		c := &chunk{ir: ir, off: ir.next, data: slices.Clone(data[:n]), path: -1}
+		c := &chunk{ir: ir, off: ir.next, data: slices.Clone(data[:n]), path: -1, want: want}
 		data = data[n:]
 		ir.next += uint64(n)
 		ir.open++
@@ -92,15 +96,26 @@ func (s *sender) end(ir *sirob) {
 		ir.last.end = true
 		return
 	}
-	c := &chunk{ir: ir, off: ir.next, end: true, path: -1}
+	c := &chunk{ir: ir, off: ir.next, end: true, path: -1, want: ir.want}
 	ir.open++
 	ir.last = c
 	s.queues[ir.label] = append(s.queues[ir.label], c)
 }
 
-// take removes the first chunk of label l's queue for path p.
-func (s *sender) take(l Label, p int) *chunk {
+// take removes the first chunk of label l's queue for path p, or, when
+// most > 0 and the chunk is longer, cuts its first most bytes off as a
+// chunk of their own (the rest stays first in the queue).
+func (s *sender) take(l Label, p, most int) *chunk {
 	c := s.queues[l][0]
+	if most > 0 && len(c.data) > most {
+		piece := &chunk{ir: c.ir, off: c.off, data: c.data[:most:most], path: p, want: c.want}
+		c.off += uint64(most)
+		c.data = c.data[most:]
+		c.ir.open++
+		s.bytes[l] -= most
+		s.inflight[chunkKey{piece.ir.id, piece.off}] = piece
+		return piece
+	}
 	s.queues[l][0] = nil
 	s.queues[l] = s.queues[l][1:]
 	s.bytes[l] -= len(c.data)

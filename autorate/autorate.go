@@ -252,6 +252,10 @@ type Decision struct {
 	Delay    [2]time.Duration
 	Bloated  [2]bool
 	OneWay   bool
+	// Target is the queue the follow law steers the upload to now (0
+	// without the follow law): Config.Target scaled by the reply path's
+	// jitter, at least FollowPackets full packets at the upload's rate.
+	Target time.Duration
 	// Stale is set while no sample arrived for Config.Stale: the rates
 	// are held at their last values. StaleChanged marks the tick where
 	// that began or ended (one event each).
@@ -289,6 +293,7 @@ type Controller struct {
 	stale    bool
 	flow     flowState  // the delivery law's (Flows)
 	load     [2]float64 // each direction's load at the last tick
+	reply    replyPath  // the download's one-way delays: the follow law's target
 }
 
 // New returns a controller at cfg's start rates.
@@ -309,6 +314,7 @@ func (c *Controller) Sample(now time.Time, rtt time.Duration) {
 	if rtt <= 0 {
 		return
 	}
+	c.reply = replyPath{} // round trips do not tell the reply path apart
 	for i := range c.delay {
 		c.delay[i].add(c.cfg, now, rtt.Seconds(), false, math.Inf(1), i == int(Egress) && c.crossedDrained(now, rtt))
 		c.delay[i].lastSent = now.Add(-rtt)
@@ -346,12 +352,14 @@ func (c *Controller) SampleOneWay(now time.Time, up, down, rtt time.Duration) {
 		eu, ed := up.Seconds()-u.baseline, down.Seconds()-d.baseline
 		if (eu > thr && ed < -thr) || (eu < -thr && ed > thr) {
 			*u, *d = track{}, track{}
+			c.reply = replyPath{}
 		}
 	}
 	c.rtt.add(c.cfg, now, rtt.Seconds(), false, math.Inf(1), false)
 	most := math.Max(c.rtt.last-c.rtt.baseline, 0) + c.cfg.Severe.Seconds()
 	u.add(c.cfg, now, up.Seconds(), true, most, c.crossedDrained(now, rtt))
 	d.add(c.cfg, now, down.Seconds(), true, most, false)
+	c.reply.add(now, d.last-d.baseline)
 	u.lastSent, d.lastSent = now.Add(-rtt), now.Add(-rtt)
 }
 

@@ -316,6 +316,9 @@ func (c *Controller) decision() Decision {
 	d.Stale = c.stale
 	d.Rates = c.rates
 	d.Load = c.load
+	if c.cfg.Follow {
+		d.Target = secs(c.followTarget(float64(c.rates[Egress])))
+	}
 	return d
 }
 
@@ -406,10 +409,11 @@ func (c *Controller) longestRTT() float64 {
 }
 
 // followTarget is the queue the follow law holds at the upload's rate
-// (bit/s), in seconds: Target, and at least FollowPackets full packets,
-// up to MaxTarget.
+// (bit/s), in seconds: Target scaled by the reply path's jitter
+// (replyPath.scale), and at least FollowPackets full packets, up to
+// MaxTarget.
 func (c *Controller) followTarget(rate float64) float64 {
-	t := c.cfg.Target.Seconds()
+	t := c.cfg.Target.Seconds() * c.reply.scale()
 	if rate > 0 {
 		t = math.Max(t, math.Min(FollowPackets*float64(c.cfg.Packet)*8/rate, MaxTarget.Seconds()))
 	}

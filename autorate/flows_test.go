@@ -556,3 +556,68 @@ func TestFollowJitter(t *testing.T) {
 		t.Errorf("lowest rate in the stall %d, want a quarter of the 4 Mbit/s delivered", lowest)
 	}
 }
+
+// The follow law's target follows the reply path's jitter: Target while
+// the download's one-way delay rises at most ReplyCalm over its baseline
+// at p95, a quarter of it from ReplyJittery up, linear between; only the
+// last ReplyWindow counts; round trips, which do not tell the reply path
+// apart, keep Target; a slow link's packet floor still holds.
+func TestReplyTarget(t *testing.T) {
+	const up, base = 3 * time.Millisecond, 20 * time.Millisecond
+	calm := func(int) time.Duration { return time.Duration(0) }
+	for _, tt := range []struct {
+		name  string
+		rate  float64 // the upload's, bit/s
+		rtt   bool    // round trips instead of one-way delays
+		rises []func(i int) time.Duration
+		want  time.Duration
+	}{
+		{"calm", 20 * mbit, false, []func(int) time.Duration{calm}, 20 * time.Millisecond},
+		{"a few late replies", 20 * mbit, false, []func(int) time.Duration{func(i int) time.Duration {
+			if i%50 == 0 {
+				return 150 * time.Millisecond
+			}
+			return 0
+		}}, 20 * time.Millisecond},
+		// Every other reply 40 ms late (a standing rise would lift the
+		// baseline, slowly).
+		{"40 ms at p95", 20 * mbit, false, []func(int) time.Duration{func(i int) time.Duration { return time.Duration(i%2) * 40 * time.Millisecond }}, 12500 * time.Microsecond},
+		{"0-80 ms", 20 * mbit, false, []func(int) time.Duration{func(i int) time.Duration { return time.Duration(i%81) * time.Millisecond }}, 5 * time.Millisecond},
+		{"jitter that passed", 20 * mbit, false, []func(int) time.Duration{
+			func(int) time.Duration { return 100 * time.Millisecond }, calm}, 20 * time.Millisecond},
+		{"round trips", 20 * mbit, true, []func(int) time.Duration{func(int) time.Duration { return 100 * time.Millisecond }}, 20 * time.Millisecond},
+		// Four 1500-byte packets at 1.4 Mbit/s: 34 ms, above any target.
+		{"a slow link's packets", 1.4 * mbit, false, []func(int) time.Duration{func(int) time.Duration { return 100 * time.Millisecond }}, 34285714},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(Config{Min: [2]uint64{mbit / 4}, Max: [2]uint64{30 * mbit}, Start: [2]uint64{uint64(tt.rate)}, Follow: true}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := t0
+			// The baselines from a calm second, then each phase for
+			// 6 s (more than ReplyWindow), a probe every 20 ms.
+			phases := append([]func(int) time.Duration{calm}, tt.rises...)
+			for k, rise := range phases {
+				n := 300
+				if k == 0 {
+					n = 50
+				}
+				for i := range n {
+					now = now.Add(20 * time.Millisecond)
+					down := base + rise(i)
+					if tt.rtt {
+						c.Sample(now, up+down)
+					} else {
+						c.SampleOneWay(now, up, down, up+down)
+					}
+				}
+			}
+			// Within 0.2 ms: the baseline rises a little with the late
+			// replies.
+			if got := c.decision().Target; (got - tt.want).Abs() > 200*time.Microsecond {
+				t.Errorf("target %v (reply p95 %.1f ms), want %v", got, 1e3*c.reply.p95, tt.want)
+			}
+		})
+	}
+}

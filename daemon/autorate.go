@@ -204,6 +204,9 @@ func (d *Daemon) startAuto(a *lane.AutoRate, iface string, p netsched.Plan) erro
 					"iface": iface, "upload_bps": dec.Rates[up], "why": dec.Why[up],
 					"load": dec.Load[up], "baseline_ms": ms(dec.Baseline[up]), "delay_ms": ms(dec.Delay[up]),
 					"bloated": dec.Bloated[up], "one_way": dec.OneWay, "stale": dec.Stale}
+				if dec.Target > 0 {
+					pl["target_ms"] = ms(dec.Target)
+				}
 				if a.Law.Max[down] != 0 {
 					pl["download_bps"], pl["download_why"], pl["download_load"] = dec.Rates[down], dec.Why[down], dec.Load[down]
 					pl["download_baseline_ms"], pl["download_delay_ms"], pl["download_bloated"] = ms(dec.Baseline[down]), ms(dec.Delay[down]), dec.Bloated[down]

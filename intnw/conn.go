@@ -258,8 +258,13 @@ type pathState struct {
 	// rate sample that its sender did not limit, and when it was probed.
 	measuredAt, probedAt time.Time
 	probes               int
-	delivered            uint32  // TCP_INFO's, at the last sample
-	rate                 float64 // TCP_INFO's delivery rate, at the last sample
+	delivered            uint32      // TCP_INFO's, at the last sample
+	bytesAcked           uint64      // TCP_INFO's, at the last sample
+	rate                 float64     // TCP_INFO's delivery rate, at the last sample
+	fill                 segmentFill // of the segments delivered lately
+	statsRead            bool        // the counters above are this socket's
+	busySince            time.Time   // start of the standing queue being measured
+	busyAcked            uint64      // bytes acknowledged then
 	outq                 int
 	sent                 uint64
 	received             uint64
@@ -306,6 +311,8 @@ func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
 	// A new connection (a network joined again, maybe another hotspot)
 	// is measured afresh: probed when idle unless its traffic is first.
 	p.probedAt, p.measuredAt = time.Time{}, time.Time{}
+	p.statsRead, p.fill, p.delivered, p.bytesAcked, p.rate = false, segmentFill{}, 0, 0, 0
+	p.busySince, p.busyAcked = time.Time{}, 0
 	if p.bw.n == 0 {
 		bw := defaultBandwidth
 		if cfg.Bandwidth > 0 {
@@ -545,11 +552,17 @@ const minPiece = 1400
 // foreground waits behind when the calmest path vanishes and it becomes
 // the calmest. The others keep AnticipateMin.
 func (c *Conn) bgRoomLocked(p *pathState, usable []*pathState, now time.Time) (int, time.Duration) {
-	window := AnticipateMin
-	if p != calmest(usable) && p == widest(usable) {
-		window = anticipationLocked(p, now)
-	}
+	window := bgWindow(p, usable, now)
 	return roomWithin(p, window), window
+}
+
+// bgWindow is the time's worth of background path p's bound lets its
+// socket hold beyond its pipe (bgRoomLocked).
+func bgWindow(p *pathState, usable []*pathState, now time.Time) time.Duration {
+	if p != calmest(usable) && p == widest(usable) {
+		return anticipationLocked(p, now)
+	}
+	return AnticipateMin
 }
 
 // roomWithin is the background path p may take now if its socket may hold
@@ -603,7 +616,7 @@ func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
 		p.lastFG = now
 		return ch, 0
 	}
-	if p.fgOut > 0 {
+	if p.fgOut > 0 && len(usable) > 1 {
 		return nil, 0
 	}
 	calm := len(usable) > 1 && p == calmest(usable)
@@ -612,6 +625,15 @@ func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
 			continue
 		}
 		room, window := c.bgRoomLocked(p, usable, now)
+		if p.fgOut > 0 {
+			// The sole path keeps its pipe busy while foreground is in
+			// flight, with nothing queued: held back altogether, it would
+			// empty, and the gap its idle link leaves in the flight comes
+			// back each round trip as the acknowledgements clock the
+			// background out, with as much more queued ahead of the next
+			// message as the gap was long.
+			room, window = roomWithin(p, 0), 0
+		}
 		if room == 0 {
 			return nil, max(window/10, 2*time.Millisecond)
 		}
@@ -902,8 +924,13 @@ func (c *Conn) sampler() {
 			// another is kept: each counts once, not once a read (a high
 			// one read again and again would become the estimate).
 			fresh := st.deliveryRate != p.rate
-			if fresh && st.deliveryRate > 0 && (!st.appLimited || st.deliveryRate > p.bw.value()) {
-				p.bw.add(st.deliveryRate)
+			if p.statsRead {
+				p.fill.add(st.bytesAcked-p.bytesAcked, st.delivered-p.delivered, st.mss)
+			}
+			p.statsRead = true
+			rate := st.deliveryRate * p.fill.ratio()
+			if fresh && rate > 0 && (!st.appLimited || rate > p.bw.value()) {
+				p.bw.add(rate)
 				// The kernel keeps its last sample the sender did not
 				// limit until a higher or another such one comes: a
 				// measurement is a new rate, not only more deliveries
@@ -912,8 +939,9 @@ func (c *Conn) sampler() {
 					p.measuredAt = time.Now()
 				}
 			}
+			c.busySampleLocked(p, st, time.Now())
 			p.outq = st.outq
-			p.delivered, p.rate = st.delivered, st.deliveryRate
+			p.delivered, p.rate, p.bytesAcked = st.delivered, st.deliveryRate, st.bytesAcked
 		}
 		now := time.Now()
 		for _, p := range c.liveLocked() {
@@ -931,6 +959,45 @@ func (c *Conn) sampler() {
 		}
 		c.kickLocked()
 		c.mu.Unlock()
+	}
+}
+
+// busySample is the span over which a path's standing queue is measured.
+const busySample = 250 * time.Millisecond
+
+// busySampleLocked brings down an estimate above path p's rate. The
+// kernel keeps its last rate sample while the ones its sender limited are
+// lower, and a sender whose anticipatory bound is below its congestion
+// window is the limit in the kernel's eyes: an estimate above the path's
+// rate (a hint, the default, or a network that slowed) would never come
+// down, and the bound taken from it lets a queue build ahead of the next
+// foreground message. Such a queue is the sign: while the socket's
+// smoothed round trip is above its least by more than twice what the
+// bound allows (its window, AnticipateMin or on the widest path the
+// anticipatory one, and a full segment's serialization at the estimate),
+// the network limits what is delivered, and the payload
+// acknowledged over busySample is the path's rate; taken when it is below
+// the estimate. (A smaller margin would read the delayed acknowledgement
+// and a slow link's serialization of a full segment, which a least round
+// trip taken from short segments leaves out, as a queue.) Acknowledgements
+// come in bursts, so a span can read low: the estimate this leaves on a
+// loaded 0.3 Mbit/s path is 0.18-0.27 Mbit/s of payload (about 0.29).
+func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
+	bw := bandwidth(p)
+	allowed := bgWindow(p, c.usablePathsLocked(), now) + time.Duration(float64(max(st.mss, 536))/bw*float64(time.Second))
+	if st.minRTT <= 0 || st.rtt-st.minRTT <= 2*allowed || st.outq == 0 {
+		p.busySince = time.Time{}
+		return
+	}
+	if p.busySince.IsZero() {
+		p.busySince, p.busyAcked = now, st.bytesAcked
+		return
+	}
+	if d := now.Sub(p.busySince); d >= busySample {
+		if r := float64(st.bytesAcked-p.busyAcked) / d.Seconds(); r > 0 && r < bw {
+			p.bw.add(r)
+		}
+		p.busySince, p.busyAcked = now, st.bytesAcked
 	}
 }
 

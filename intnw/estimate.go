@@ -55,3 +55,33 @@ func (f *flipFlop) value() float64 {
 	}
 	return f.stable
 }
+
+// segmentFill is how full a socket's delivered segments have been lately,
+// in bytes of payload per MSS. The kernel's delivery rate counts every
+// segment delivered as a full MSS (delivered × MSS over the sample's
+// interval), and a multi-socket sends many short ones (pings, its
+// acknowledgements, pieces cut to fit the anticipatory bound), so the
+// rate it reports is high by the inverse of this ratio.
+type segmentFill struct{ bytes, full float64 }
+
+// fillDecay is the weight the fill's sums keep at each read (every
+// sampleEvery): they cover about half a second.
+const fillDecay = 0.9
+
+// add takes what a read saw since the one before: payload bytes acked,
+// segments delivered, and the MSS they were counted at.
+func (f *segmentFill) add(acked uint64, segs, mss uint32) {
+	if mss == 0 || segs == 0 && acked == 0 {
+		return
+	}
+	f.bytes = f.bytes*fillDecay + float64(acked)
+	f.full = f.full*fillDecay + float64(segs)*float64(mss)
+}
+
+// ratio is the delivered segments' fill (1 before any).
+func (f *segmentFill) ratio() float64 {
+	if f.full <= 0 || f.bytes <= 0 {
+		return 1
+	}
+	return min(1, f.bytes/f.full)
+}

@@ -290,6 +290,48 @@ func TestFlipFlop(t *testing.T) {
 	}
 }
 
+// The delivered segments' fill scales the kernel's delivery rate, which
+// counts each segment as a full MSS: full segments leave it alone, short
+// ones bring it down by their payload's share, a read that saw nothing
+// changes nothing, and it is never above 1.
+func TestSegmentFill(t *testing.T) {
+	type read struct {
+		acked     uint64
+		segs, mss uint32
+	}
+	for _, tt := range []struct {
+		name   string
+		reads  []read
+		lo, hi float64
+	}{
+		{"none yet", nil, 1, 1},
+		{"full segments", []read{{14480, 10, 1448}, {14480, 10, 1448}}, 1, 1},
+		{"half full", []read{{7240, 10, 1448}, {7240, 10, 1448}}, 0.5, 0.5},
+		// 26 full segments and 4 pings of 40 bytes a second.
+		{"pings among data", []read{{26*1448 + 160, 30, 1448}}, 0.86, 0.88},
+		{"nothing delivered", []read{{7240, 10, 1448}, {0, 0, 1448}}, 0.5, 0.5},
+		{"unknown mss", []read{{100, 10, 0}}, 1, 1},
+		// More bytes than segments × MSS (an MSS that changed): capped.
+		{"over", []read{{20000, 10, 1448}}, 1, 1},
+		// Old reads fade: half-full segments after a second of full ones.
+		{"fading", []read{{7240, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448},
+			{14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448},
+			{14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448},
+			{14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448}, {14480, 10, 1448},
+			{14480, 10, 1448}, {14480, 10, 1448}}, 0.95, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var f segmentFill
+			for _, r := range tt.reads {
+				f.add(r.acked, r.segs, r.mss)
+			}
+			if got := f.ratio(); got < tt.lo-1e-9 || got > tt.hi+1e-9 {
+				t.Errorf("fill %.3f, want %.2f..%.2f", got, tt.lo, tt.hi)
+			}
+		})
+	}
+}
+
 // The anticipatory window: 50 ms right after foreground, doubling every
 // second without any, at most a second.
 func TestAnticipation(t *testing.T) {

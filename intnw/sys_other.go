@@ -18,6 +18,8 @@ type sockStats struct {
 	appLimited   bool
 	outq         int
 	delivered    uint32
+	bytesAcked   uint64
+	mss          uint32
 	ok           bool
 }
 

@@ -16,6 +16,8 @@ type sockStats struct {
 	appLimited   bool    // the rate sample was limited by us, not the network
 	outq         int     // bytes written and not yet acknowledged by the peer's TCP
 	delivered    uint32  // segments delivered so far: a new rate sample when it moves
+	bytesAcked   uint64  // payload bytes the peer has acknowledged so far
+	mss          uint32  // the MSS the kernel counts each delivered segment as
 	ok           bool
 }
 
@@ -39,6 +41,8 @@ func readSockStats(c *net.TCPConn) sockStats {
 		st.minRTT = time.Duration(info.Min_rtt) * time.Microsecond
 		st.deliveryRate = float64(info.Delivery_rate)
 		st.delivered = info.Delivered
+		st.bytesAcked = info.Bytes_acked
+		st.mss = info.Snd_mss
 		st.outq, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
 		st.ok = true
 	})

@@ -981,7 +981,7 @@ const busySample = 250 * time.Millisecond
 // and a slow link's serialization of a full segment, which a least round
 // trip taken from short segments leaves out, as a queue.) Acknowledgements
 // come in bursts, so a span can read low: the estimate this leaves on a
-// loaded 0.3 Mbit/s path is 0.18-0.27 Mbit/s of payload (about 0.29).
+// loaded 0.3 Mbit/s path is 0.16-0.27 Mbit/s of payload (about 0.29).
 func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
 	bw := bandwidth(p)
 	allowed := bgWindow(p, c.usablePathsLocked(), now) + time.Duration(float64(max(st.mss, 536))/bw*float64(time.Second))

@@ -11,7 +11,7 @@ import (
 // meter counts) comes back over the download path. Where that path holds
 // the word back by tens of milliseconds (a cellular download whose
 // delivery opportunities come in bursts, as on S2's Verizon trace after
-// its first seven seconds: a reply waits 73 ms at p95, against 13 ms on
+// its first seven seconds: a reply waits 73 ms at p95, against 10-13 ms on
 // T-Mobile's LTE trace), the upload keeps feeding the bottleneck at the
 // old rate for that long after the link falls, on top of the target's
 // queue, and what it queued is served at the fallen rate. A smaller

@@ -265,6 +265,8 @@ type pathState struct {
 	statsRead            bool        // the counters above are this socket's
 	busySince            time.Time   // start of the standing queue being measured
 	busyAcked            uint64      // bytes acknowledged then
+	busyLastAck          time.Time   // when the span last saw bytes acknowledged
+	busyLastAcked        uint64      // bytes acknowledged by then
 	bwHinted             bool        // bw holds the hint or the default, no measurement
 	outq                 int
 	sent                 uint64
@@ -313,7 +315,7 @@ func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
 	// is measured afresh: probed when idle unless its traffic is first.
 	p.probedAt, p.measuredAt = time.Time{}, time.Time{}
 	p.statsRead, p.fill, p.delivered, p.bytesAcked, p.rate = false, segmentFill{}, 0, 0, 0
-	p.busySince, p.busyAcked = time.Time{}, 0
+	p.busySince, p.busyAcked, p.busyLastAck, p.busyLastAcked = time.Time{}, 0, time.Time{}, 0
 	if p.bw.n == 0 {
 		bw := defaultBandwidth
 		if cfg.Bandwidth > 0 {
@@ -1006,7 +1008,10 @@ const busySample = time.Second
 // path); the sampler takes them only as floors. Acknowledgements come in
 // bursts, and a loss's recovery holds them back and then releases them
 // at once, so a span is long: busySample, and at least two round trips.
-// The first measurement replaces a hint or the default.
+// A span without an acknowledgement for longer than ackGap is dropped:
+// the network stopped delivering (an outage), and a rate taken across it
+// would hold the estimate low after the network resumes. The first
+// measurement replaces a hint or the default.
 func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
 	if !queued(p, st) || st.outq == 0 {
 		p.busySince = time.Time{}
@@ -1014,6 +1019,16 @@ func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
 	}
 	if p.busySince.IsZero() {
 		p.busySince, p.busyAcked = now, st.bytesAcked
+		p.busyLastAck, p.busyLastAcked = now, st.bytesAcked
+		return
+	}
+	if st.bytesAcked != p.busyLastAcked {
+		p.busyLastAck, p.busyLastAcked = now, st.bytesAcked
+	} else if now.Sub(p.busyLastAck) > ackGap(st) {
+		// Nothing acknowledged for longer than acknowledgements come
+		// apart: the network holds the data and delivers nothing (an
+		// outage, a stall), which is not its rate.
+		p.busySince = time.Time{}
 		return
 	}
 	if d := now.Sub(p.busySince); d >= max(busySample, 2*st.rtt) {
@@ -1027,6 +1042,15 @@ func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
 		p.busySince, p.busyAcked = now, st.bytesAcked
 	}
 }
+
+// ackGap is the longest a standing queue's span goes without an
+// acknowledgement and still measures the path's rate: a least round trip
+// and busyAckSlack. (Acknowledgements came up to 250 ms apart on the
+// 0.3 Mbit/s, 400 ms path in the test, a round trip's worth at once.)
+func ackGap(st sockStats) time.Duration { return st.minRTT + busyAckSlack }
+
+// busyAckSlack is what ackGap allows beyond a least round trip.
+const busyAckSlack = 250 * time.Millisecond
 
 // stallAfterLocked is how long p's ping may wait for its pong: three
 // round trips, at least stallMin, and the time to drain what its socket

@@ -346,3 +346,63 @@ func TestAnticipation(t *testing.T) {
 		}
 	}
 }
+
+// TestBusySample feeds the standing-queue measurement the reads a
+// sampler would take every sampleEvery of a 0.3 Mbit/s path (37,500 B/s
+// of payload, a 400 ms least round trip, acknowledgements in bursts every
+// ackEvery) with a hint of 1 Mbit/s: its spans replace the hint with the
+// path's rate, and an outage in the middle (the network holds the data
+// and acknowledges nothing) leaves the estimate where it was rather than
+// pulling it down.
+func TestBusySample(t *testing.T) {
+	const rate = 37_500.0
+	for _, tt := range []struct {
+		name     string
+		ackEvery time.Duration
+		outage   time.Duration // from 4 s
+	}{
+		{"steady", 50 * time.Millisecond, 0},
+		{"bursty acknowledgements", 250 * time.Millisecond, 0},
+		{"outage of 5 s", 50 * time.Millisecond, 5 * time.Second},
+		{"bursty, outage of 15 s", 250 * time.Millisecond, 15 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Conn{}
+			p := &pathState{bwHinted: true}
+			p.bw.add(1e6 / 8)
+			start := time.Unix(1_000_000, 0)
+			end := 4*time.Second + tt.outage + 4*time.Second
+			var acked uint64
+			var lastAck time.Duration
+			var before float64
+			for at := time.Duration(0); at <= end; at += sampleEvery {
+				inOutage := tt.outage > 0 && at >= 4*time.Second && at < 4*time.Second+tt.outage
+				if !inOutage && at-lastAck >= tt.ackEvery {
+					acked += uint64(rate * (at - lastAck).Seconds())
+					lastAck = at
+				}
+				if inOutage {
+					lastAck = at // what the outage held is not delivered later at once
+				}
+				rtt := 500 * time.Millisecond
+				if inOutage {
+					rtt = 900 * time.Millisecond
+				}
+				st := sockStats{rtt: rtt, minRTT: 400 * time.Millisecond, mss: 1448, outq: 20_000, bytesAcked: acked, ok: true}
+				c.busySampleLocked(p, st, start.Add(at))
+				if at == 4*time.Second {
+					before = p.bw.value()
+				}
+			}
+			if p.bwHinted {
+				t.Fatalf("the hint stands: no span was measured")
+			}
+			if got := p.bw.value(); got < 0.9*rate || got > 1.1*rate {
+				t.Errorf("estimate %.0f B/s, want the path's %.0f within 10 %%", got, rate)
+			}
+			if tt.outage > 0 && p.bw.value() < 0.9*before {
+				t.Errorf("estimate %.0f B/s after the outage, %.0f before it", p.bw.value(), before)
+			}
+		})
+	}
+}

@@ -265,9 +265,6 @@ type pathState struct {
 	statsRead            bool        // the counters above are this socket's
 	busySince            time.Time   // start of the standing queue being measured
 	busyAcked            uint64      // bytes acknowledged then
-	busyLastAck          time.Time   // when the span last saw bytes acknowledged
-	busyLastAcked        uint64      // bytes acknowledged by then
-	bwHinted             bool        // bw holds the hint or the default, no measurement
 	outq                 int
 	sent                 uint64
 	received             uint64
@@ -315,14 +312,13 @@ func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
 	// is measured afresh: probed when idle unless its traffic is first.
 	p.probedAt, p.measuredAt = time.Time{}, time.Time{}
 	p.statsRead, p.fill, p.delivered, p.bytesAcked, p.rate = false, segmentFill{}, 0, 0, 0
-	p.busySince, p.busyAcked, p.busyLastAck, p.busyLastAcked = time.Time{}, 0, time.Time{}, 0
+	p.busySince, p.busyAcked = time.Time{}, 0
 	if p.bw.n == 0 {
 		bw := defaultBandwidth
 		if cfg.Bandwidth > 0 {
 			bw = cfg.Bandwidth / 8
 		}
 		p.bw.add(bw)
-		p.bwHinted = true
 	}
 	gen, stop, wrote := p.gen, p.stop, p.wrote
 	c.noPathSince = time.Time{}
@@ -923,34 +919,27 @@ func (c *Conn) sampler() {
 				p.lat.add(st.rtt.Seconds())
 			}
 			p.minRTT = st.minRTT
-			// The kernel's rate samples are floors (busySampleLocked
-			// says why): one raises the estimate, none lowers it. It
-			// reports its last sample until another is kept: each counts
-			// once, not once a read (a high one read again and again would
-			// become the estimate).
+			// A rate limited by what we had to send is a floor, not the
+			// path's bandwidth. The kernel reports its last sample until
+			// another is kept: each counts once, not once a read (a high
+			// one read again and again would become the estimate).
 			fresh := st.deliveryRate != p.rate
 			if p.statsRead {
 				p.fill.add(st.bytesAcked-p.bytesAcked, st.delivered-p.delivered, st.mss)
 			}
 			p.statsRead = true
-			if rate := st.deliveryRate * p.fill.ratio(); fresh && rate > 0 {
-				switch {
-				case p.bwHinted && queued(p, st):
-					// The first rate the network limited replaces a
-					// hint or the default, above or below it.
-					p.bw, p.bwHinted = flipFlop{}, false
-					p.bw.add(rate)
-				case rate > p.bw.value():
-					p.bw.add(rate)
+			rate := st.deliveryRate * p.fill.ratio()
+			if fresh && rate > 0 && (!st.appLimited || rate > p.bw.value()) {
+				p.bw.add(rate)
+				// The kernel keeps its last sample the sender did not
+				// limit until a higher or another such one comes: a
+				// measurement is a new rate, not only more deliveries
+				// (the pings').
+				if !st.appLimited && st.delivered != p.delivered && st.deliveryRate != p.rate {
+					p.measuredAt = time.Now()
 				}
 			}
 			c.busySampleLocked(p, st, time.Now())
-			// The kernel keeps its last sample the sender did not limit
-			// until a higher or another such one comes: a measurement is
-			// a new rate, not only more deliveries (the pings').
-			if fresh && !st.appLimited && st.delivered != p.delivered {
-				p.measuredAt = time.Now()
-			}
 			p.outq = st.outq
 			p.delivered, p.rate, p.bytesAcked = st.delivered, st.deliveryRate, st.bytesAcked
 		}
@@ -973,84 +962,44 @@ func (c *Conn) sampler() {
 	}
 }
 
-// queued says whether path p's network held a queue of its socket's
-// data when st was read: its smoothed round trip above its least by more
-// than two full segments' serialization at the estimate (the delayed
-// acknowledgement's wait for the next one, which a least round trip taken
-// from short segments leaves out) and queueSlack, and the kernel's last
-// rate sample not limited by the sender (a sender that offers less than
-// the network carries queues its bursts too).
-func queued(p *pathState, st sockStats) bool {
-	if st.appLimited || st.minRTT <= 0 {
-		return false
-	}
-	margin := 2*time.Duration(float64(max(st.mss, 536))/bandwidth(p)*float64(time.Second)) + queueSlack
-	return st.rtt-st.minRTT > margin
-}
+// busySample is the span over which a path's standing queue is measured.
+const busySample = 250 * time.Millisecond
 
-// queueSlack is the round trip's rise over its least and two segments'
-// serialization that queued takes as a queue.
-const queueSlack = 5 * time.Millisecond
-
-// busySample is the least span over which a path's standing queue is
-// measured (at least two smoothed round trips).
-const busySample = time.Second
-
-// busySampleLocked measures path p's rate while its network holds a
-// queue of its data (queued) and its socket is not empty: the bottleneck
-// is never idle then, and the payload acknowledged over the span is its
-// rate, whether above or below the estimate. The kernel's own samples
-// cannot give this: it keeps its last sample while the ones its sender
-// limited are lower, and a congestion window below the pipe (slow start,
-// the window after a loss) or a sender that writes in spurts (the
-// anticipatory bound) limits a sample without its marking it, so they
-// read low under a standing queue too (0.10-0.23 Mbit/s on a 0.3 Mbit/s
-// path); the sampler takes them only as floors. Acknowledgements come in
-// bursts, and a loss's recovery holds them back and then releases them
-// at once, so a span is long: busySample, and at least two round trips.
-// A span without an acknowledgement for longer than ackGap is dropped:
-// the network stopped delivering (an outage), and a rate taken across it
-// would hold the estimate low after the network resumes. The first
-// measurement replaces a hint or the default.
+// busySampleLocked brings down an estimate above path p's rate. The
+// kernel keeps its last rate sample while the ones its sender limited are
+// lower, and a sender whose anticipatory bound is below its congestion
+// window is the limit in the kernel's eyes: an estimate above the path's
+// rate (a hint, the default, or a network that slowed) would never come
+// down, and the bound taken from it lets a queue build ahead of the next
+// foreground message. Such a queue is the sign: while the socket's
+// smoothed round trip is above its least by more than twice what the
+// bound allows (its window, AnticipateMin or on the widest path the
+// anticipatory one, and a full segment's serialization at the estimate),
+// the network limits what is delivered, and the payload
+// acknowledged over busySample is the path's rate; taken when it is below
+// the estimate. (A smaller margin would read the delayed acknowledgement
+// and a slow link's serialization of a full segment, which a least round
+// trip taken from short segments leaves out, as a queue.) Acknowledgements
+// come in bursts, so a span can read low: the estimate this leaves on a
+// loaded 0.3 Mbit/s path is 0.16-0.27 Mbit/s of payload (about 0.29).
 func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
-	if !queued(p, st) || st.outq == 0 {
+	bw := bandwidth(p)
+	allowed := bgWindow(p, c.usablePathsLocked(), now) + time.Duration(float64(max(st.mss, 536))/bw*float64(time.Second))
+	if st.minRTT <= 0 || st.rtt-st.minRTT <= 2*allowed || st.outq == 0 {
 		p.busySince = time.Time{}
 		return
 	}
 	if p.busySince.IsZero() {
 		p.busySince, p.busyAcked = now, st.bytesAcked
-		p.busyLastAck, p.busyLastAcked = now, st.bytesAcked
 		return
 	}
-	if st.bytesAcked != p.busyLastAcked {
-		p.busyLastAck, p.busyLastAcked = now, st.bytesAcked
-	} else if now.Sub(p.busyLastAck) > ackGap(st) {
-		// Nothing acknowledged for longer than acknowledgements come
-		// apart: the network holds the data and delivers nothing (an
-		// outage, a stall), which is not its rate.
-		p.busySince = time.Time{}
-		return
-	}
-	if d := now.Sub(p.busySince); d >= max(busySample, 2*st.rtt) {
-		if r := float64(st.bytesAcked-p.busyAcked) / d.Seconds(); r > 0 {
-			if p.bwHinted {
-				p.bw, p.bwHinted = flipFlop{}, false
-			}
+	if d := now.Sub(p.busySince); d >= busySample {
+		if r := float64(st.bytesAcked-p.busyAcked) / d.Seconds(); r > 0 && r < bw {
 			p.bw.add(r)
-			p.measuredAt = now
 		}
 		p.busySince, p.busyAcked = now, st.bytesAcked
 	}
 }
-
-// ackGap is the longest a standing queue's span goes without an
-// acknowledgement and still measures the path's rate: a least round trip
-// and busyAckSlack. (Acknowledgements came up to 250 ms apart on the
-// 0.3 Mbit/s, 400 ms path in the test, a round trip's worth at once.)
-func ackGap(st sockStats) time.Duration { return st.minRTT + busyAckSlack }
-
-// busyAckSlack is what ackGap allows beyond a least round trip.
-const busyAckSlack = 250 * time.Millisecond
 
 // stallAfterLocked is how long p's ping may wait for its pong: three
 // round trips, at least stallMin, and the time to drain what its socket

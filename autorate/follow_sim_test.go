@@ -154,7 +154,8 @@ func linkRun(t *testing.T, trace, down *linkem.Trace, cfg Config, span time.Dura
 			}
 			ackBack = append(ackBack, back)
 		}
-		slices.SortFunc(answers, func(a, b answer) int { return a.back.Compare(b.back) })
+		// (answers come back in the order they left: through one FIFO, or
+		// after the same fixed delay)
 		for len(answers) > 0 && !answers[0].back.After(now) {
 			a := answers[0]
 			answers = answers[1:]

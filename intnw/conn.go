@@ -195,6 +195,8 @@ type PathStatus struct {
 	Queued int
 	// Sent and Received count the bytes of frames each way.
 	Sent, Received uint64
+	// Retransmits counts the segments the path's socket sent again.
+	Retransmits uint32
 	// Err is why the path last went down; DialErr why the last attempt
 	// to bring it back failed.
 	Err, DialErr string
@@ -266,6 +268,7 @@ type pathState struct {
 	busySince            time.Time   // start of the standing queue being measured
 	busyAcked            uint64      // bytes acknowledged then
 	outq                 int
+	retrans              uint32 // the socket's segments sent again, as last read
 	sent                 uint64
 	received             uint64
 	lastErr              error
@@ -940,7 +943,7 @@ func (c *Conn) sampler() {
 				}
 			}
 			c.busySampleLocked(p, st, time.Now())
-			p.outq = st.outq
+			p.outq, p.retrans = st.outq, st.retrans
 			p.delivered, p.rate, p.bytesAcked = st.delivered, st.deliveryRate, st.bytesAcked
 		}
 		now := time.Now()
@@ -1316,7 +1319,7 @@ func (c *Conn) Paths() []PathStatus {
 
 func (c *Conn) statusLocked(p *pathState) PathStatus {
 	st := PathStatus{Index: p.idx, Name: p.cfg.Name, Up: p.up, Stalled: p.up && p.stalled, RTT: time.Duration(p.lat.value() * float64(time.Second)),
-		Bandwidth: p.bw.value() * 8, Queued: p.outq, Sent: p.sent, Received: p.received,
+		Bandwidth: p.bw.value() * 8, Queued: p.outq, Sent: p.sent, Received: p.received, Retransmits: p.retrans,
 		Measured: !p.measuredAt.IsZero(), Probes: p.probes}
 	if st.Name == "" {
 		st.Name = fmt.Sprintf("path%d", p.idx)

@@ -627,103 +627,116 @@ func TestForegroundFindsItsPathClear(t *testing.T) {
 		{"wide-area alone", []linkem.Config{wideArea}, 25_000, 420 * ms, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tb := newTestbed(t, tc.links...)
-			if tc.measure {
-				for i := range tb.paths {
-					tb.paths[i].Bandwidth = 0
-				}
-			}
-			c, s := tb.dial(t, Options{})
-			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-			defer cancel()
-
-			var mu sync.Mutex
-			sent := map[uint64]time.Time{}
-			var lat []time.Duration
-			recvDone := make(chan error, 1)
-			const urgent = 5
-			go func() {
-				for len(lat) < urgent {
-					m, err := s.Recv(ctx)
-					if err != nil {
-						recvDone <- err
-						return
-					}
-					if m.Label != FGSmall {
-						continue
-					}
-					mu.Lock()
-					lat = append(lat, time.Since(sent[m.ID]))
-					mu.Unlock()
-				}
-				recvDone <- nil
-			}()
-			start := time.Now()
-			go func() {
-				for k := range urgent {
-					time.Sleep(time.Until(start.Add(9*time.Second + time.Duration(k)*1750*ms)))
-					mu.Lock()
-					ir, err := c.Begin(FGSmall, nil, nil)
-					if err != nil {
-						mu.Unlock()
-						t.Error(err)
-						return
-					}
-					sent[ir.ID()] = time.Now()
-					mu.Unlock()
-					if _, err := ir.Write(make([]byte, 256)); err != nil {
-						t.Error(err)
-						return
-					}
-					if err := ir.End(); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}()
-			for i := range 17 {
-				time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second)))
-				sum, err := c.SendAfter(BGSmall, nil, make([]byte, 4000), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := c.SendAfter(BGLarge, []uint64{sum}, make([]byte, tc.raw), nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := <-recvDone; err != nil {
-				t.Fatal(err)
-			}
-			paths := c.Paths()
-			for i, st := range paths {
-				t.Logf("path %d (%s): %d bytes sent, %d probes, %.3f Mbit/s, RTT %v", i, st.Name, st.Sent, st.Probes, st.Bandwidth/1e6, st.RTT)
-			}
-			// The low-latency network carries its probe, pings, the
-			// urgent messages and what came before the round trips were
-			// known: under a tenth of the wide one's bytes (a fifth when
-			// it took background whenever its socket was empty).
-			if tc.lowShare && paths[0].Sent*100 > paths[1].Sent*15 {
-				t.Errorf("the low-latency network sent %d bytes, the wide one %d: want under 15 %%", paths[0].Sent, paths[1].Sent)
-			}
-			// The estimate the anticipatory bound is taken from: the
-			// kernel's delivery rate counts short segments as full ones.
-			for i, st := range paths {
-				if rate := float64(tc.links[i].Rate); st.Measured && st.Bandwidth > 1.15*rate {
-					t.Errorf("path %d's bandwidth estimate %.3f Mbit/s, over its link's %.3f by more than 15 %%", i, st.Bandwidth/1e6, rate/1e6)
-				} else if tc.measure && st.Bandwidth < 0.45*rate {
-					// 77 % of it is offered: an estimate that fell far
-					// below holds the background back. (It reads
-					// 0.16-0.27 Mbit/s of the 0.29 of payload: the
-					// standing queue's samples read low at times.)
-					t.Errorf("path %d's bandwidth estimate %.3f Mbit/s, under 45 %% of its link's %.3f", i, st.Bandwidth/1e6, rate/1e6)
-				}
-			}
-			t.Logf("urgent latencies: %v", lat)
-			for i, d := range lat {
-				if d > tc.most {
-					t.Errorf("urgent message %d took %v, want at most %v", i, d, tc.most)
-				}
-			}
+			// Two tries: a loss recovery on the path (its socket sending
+			// again) holds a message for a round trip more; one CI run
+			// in about thirty took 581 ms once, its path stalled for 1.9 s.
+			// A bound that lets the background queue misses every try.
+			testutil.Attempts(t, 2, func(int) []string { return foregroundClear(t, tc.links, tc.raw, tc.most, tc.lowShare, tc.measure) })
 		})
 	}
+}
+
+// foregroundClear runs TestForegroundFindsItsPathClear's case once and
+// returns the bars it missed.
+func foregroundClear(t *testing.T, links []linkem.Config, raw int, most time.Duration, lowShare, measure bool) []string {
+	tb := newTestbed(t, links...)
+	if measure {
+		for i := range tb.paths {
+			tb.paths[i].Bandwidth = 0
+		}
+	}
+	c, s := tb.dial(t, Options{})
+	defer c.Close(time.Second) // and again at cleanup, a no-op
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+
+	var mu sync.Mutex
+	sent := map[uint64]time.Time{}
+	var lat []time.Duration
+	recvDone := make(chan error, 1)
+	const urgent = 5
+	go func() {
+		for len(lat) < urgent {
+			m, err := s.Recv(ctx)
+			if err != nil {
+				recvDone <- err
+				return
+			}
+			if m.Label != FGSmall {
+				continue
+			}
+			mu.Lock()
+			lat = append(lat, time.Since(sent[m.ID]))
+			mu.Unlock()
+		}
+		recvDone <- nil
+	}()
+	start := time.Now()
+	go func() {
+		for k := range urgent {
+			time.Sleep(time.Until(start.Add(9*time.Second + time.Duration(k)*1750*ms)))
+			mu.Lock()
+			ir, err := c.Begin(FGSmall, nil, nil)
+			if err != nil {
+				mu.Unlock()
+				t.Error(err)
+				return
+			}
+			sent[ir.ID()] = time.Now()
+			mu.Unlock()
+			if _, err := ir.Write(make([]byte, 256)); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := ir.End(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for i := range 17 {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second)))
+		sum, err := c.SendAfter(BGSmall, nil, make([]byte, 4000), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SendAfter(BGLarge, []uint64{sum}, make([]byte, raw), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-recvDone; err != nil {
+		t.Fatal(err)
+	}
+	var misses []string
+	paths := c.Paths()
+	for i, st := range paths {
+		t.Logf("path %d (%s): %d bytes sent, %d probes, %.3f Mbit/s, RTT %v, %d segments sent again", i, st.Name, st.Sent, st.Probes, st.Bandwidth/1e6, st.RTT, st.Retransmits)
+	}
+	// The low-latency network carries its probe, pings, the
+	// urgent messages and what came before the round trips were
+	// known: under a tenth of the wide one's bytes (a fifth when
+	// it took background whenever its socket was empty).
+	if lowShare && paths[0].Sent*100 > paths[1].Sent*15 {
+		misses = append(misses, fmt.Sprintf("the low-latency network sent %d bytes, the wide one %d: want under 15 %%", paths[0].Sent, paths[1].Sent))
+	}
+	// The estimate the anticipatory bound is taken from: the
+	// kernel's delivery rate counts short segments as full ones.
+	for i, st := range paths {
+		if rate := float64(links[i].Rate); st.Measured && st.Bandwidth > 1.15*rate {
+			misses = append(misses, fmt.Sprintf("path %d's bandwidth estimate %.3f Mbit/s, over its link's %.3f by more than 15 %%", i, st.Bandwidth/1e6, rate/1e6))
+		} else if measure && st.Bandwidth < 0.45*rate {
+			// 77 % of it is offered: an estimate that fell far
+			// below holds the background back. (It reads
+			// 0.16-0.27 Mbit/s of the 0.29 of payload: the
+			// standing queue's samples read low at times.)
+			misses = append(misses, fmt.Sprintf("path %d's bandwidth estimate %.3f Mbit/s, under 45 %% of its link's %.3f", i, st.Bandwidth/1e6, rate/1e6))
+		}
+	}
+	t.Logf("urgent latencies: %v", lat)
+	for i, d := range lat {
+		if d > most {
+			misses = append(misses, fmt.Sprintf("urgent message %d took %v, want at most %v", i, d, most))
+		}
+	}
+	return misses
 }

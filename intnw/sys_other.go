@@ -20,6 +20,7 @@ type sockStats struct {
 	delivered    uint32
 	bytesAcked   uint64
 	mss          uint32
+	retrans      uint32
 	ok           bool
 }
 

@@ -18,6 +18,7 @@ type sockStats struct {
 	delivered    uint32  // segments delivered so far: a new rate sample when it moves
 	bytesAcked   uint64  // payload bytes the peer has acknowledged so far
 	mss          uint32  // the MSS the kernel counts each delivered segment as
+	retrans      uint32  // segments sent again so far
 	ok           bool
 }
 
@@ -43,6 +44,7 @@ func readSockStats(c *net.TCPConn) sockStats {
 		st.delivered = info.Delivered
 		st.bytesAcked = info.Bytes_acked
 		st.mss = info.Snd_mss
+		st.retrans = info.Total_retrans
 		st.outq, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
 		st.ok = true
 	})

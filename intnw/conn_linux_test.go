@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"os/exec"
@@ -672,6 +673,30 @@ func foregroundClear(t *testing.T, links []linkem.Config, raw int, most time.Dur
 		recvDone <- nil
 	}()
 	start := time.Now()
+	// Each path's estimate every second, for the log.
+	var est [][]float64
+	estDone := make(chan struct{})
+	go func() {
+		defer close(estDone)
+		for i := 0; ctx.Err() == nil && i < 40; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(start.Add(time.Duration(i+1) * time.Second))):
+			}
+			var row []float64
+			for _, st := range c.Paths() {
+				row = append(row, math.Round(st.Bandwidth/1e3)/1e3)
+			}
+			mu.Lock()
+			est = append(est, row)
+			done := len(lat) >= urgent
+			mu.Unlock()
+			if done {
+				return
+			}
+		}
+	}()
 	go func() {
 		for k := range urgent {
 			time.Sleep(time.Until(start.Add(9*time.Second + time.Duration(k)*1750*ms)))
@@ -707,6 +732,8 @@ func foregroundClear(t *testing.T, links []linkem.Config, raw int, most time.Dur
 	if err := <-recvDone; err != nil {
 		t.Fatal(err)
 	}
+	<-estDone
+	t.Logf("estimates each second, Mbit/s: %v", est)
 	var misses []string
 	paths := c.Paths()
 	for i, st := range paths {

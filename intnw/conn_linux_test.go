@@ -629,9 +629,10 @@ func TestForegroundFindsItsPathClear(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Two tries: a loss recovery on the path (its socket sending
-			// again) holds a message for a round trip more; one CI run
-			// in about thirty took 581 ms once, its path stalled for 1.9 s.
-			// A bound that lets the background queue misses every try.
+			// again) holds a message for a round trip more. One CI run
+			// had a message at 581 ms, its path stalled for 1.9 s; 28 runs
+			// here stayed under 400 ms. A bound that lets the background
+			// queue misses every try.
 			testutil.Attempts(t, 2, func(int) []string { return foregroundClear(t, tc.links, tc.raw, tc.most, tc.lowShare, tc.measure) })
 		})
 	}

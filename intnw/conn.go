@@ -134,6 +134,31 @@ const (
 	handshakeTimeout = 5 * time.Second
 	// defaultBandwidth is a path's bandwidth before it is known (bytes/s).
 	defaultBandwidth = 1e6 / 8
+	// upGain is the factor on a path's pipe while its bandwidth is
+	// probed upward (bwProbeLocked), for upRounds round trips, upCycle
+	// round trips (at least upCycleMin) after the last probe.
+	upGain = 1.1
+	// upGainGrowing is the factor in a probe that follows one that
+	// raised the estimate: the path had room, and a low estimate comes up
+	// in fewer probes.
+	upGainGrowing = 1.25
+	upRounds      = 8
+	upCycle       = 16
+	upCycleMin    = 2 * time.Second
+	// upGrowth: a probe that measured this much over the estimate is
+	// followed by another at once (the path may be faster still).
+	upGrowth = 1.05
+	// upBackoff bounds the doubling of the cycle after probes that
+	// found no more bandwidth.
+	upBackoff = 3
+	// upQuiet: no probe upward within this of foreground on the path
+	// (more may follow, as the anticipatory bound expects).
+	upQuiet = 2 * time.Second
+	// upSpan is the least span a probe's rate is measured over.
+	upSpan = time.Second
+	// probeQuiet: no bandwidth probe (the scout's) on a path whose peer
+	// sent data on it this lately.
+	probeQuiet = 2 * time.Second
 )
 
 // Errors of a multi-socket.
@@ -191,6 +216,10 @@ type PathStatus struct {
 	// or a probe), not only from the hint. Probes counts the probes sent.
 	Measured bool
 	Probes   int
+	// UpProbes counts the probes upward of the estimate: spells of a
+	// pipe counted larger while background waits, whose deliveries
+	// raise the estimate if the path carried more.
+	UpProbes int
 	// Queued is the bytes in the socket not yet acknowledged.
 	Queued int
 	// Sent and Received count the bytes of frames each way.
@@ -260,6 +289,7 @@ type pathState struct {
 	// rate sample that its sender did not limit, and when it was probed.
 	measuredAt, probedAt time.Time
 	probes               int
+	ups                  int         // bandwidth probes upward (bwProbeLocked)
 	delivered            uint32      // TCP_INFO's, at the last sample
 	bytesAcked           uint64      // TCP_INFO's, at the last sample
 	rate                 float64     // TCP_INFO's delivery rate, at the last sample
@@ -267,12 +297,25 @@ type pathState struct {
 	statsRead            bool        // the counters above are this socket's
 	busySince            time.Time   // start of the standing queue being measured
 	busyAcked            uint64      // bytes acknowledged then
-	outq                 int
-	retrans              uint32 // the socket's segments sent again, as last read
-	sent                 uint64
-	received             uint64
-	lastErr              error
-	dialErr              string // the last redial's failure, logged once
+	// The probe upward of the bandwidth estimate (bwProbeLocked): when
+	// the bound last held background back, until when the pipe counts
+	// upGain times, and when the next such probe may start; then the
+	// round trip whose acknowledgements measure it, from upFrom with
+	// upAcked acknowledged.
+	heldAt, upUntil, nextUp, upFrom time.Time
+	upRTT                           time.Duration
+	upAcked                         uint64
+	upGrew                          bool      // a round of the probe raised the estimate
+	upChain                         bool      // the probe follows one that did (upGainGrowing)
+	upFlat                          uint      // probes in a row that did not
+	upPaths                         int       // usable paths when last looked
+	peerDataAt                      time.Time // when the peer's data (or probe) last came on the path
+	outq                            int
+	retrans                         uint32 // the socket's segments sent again, as last read
+	sent                            uint64
+	received                        uint64
+	lastErr                         error
+	dialErr                         string // the last redial's failure, logged once
 }
 
 func newConn(opts Options, client bool, id [16]byte) *Conn {
@@ -573,7 +616,15 @@ func bgWindow(p *pathState, usable []*pathState, now time.Time) time.Duration {
 // at least minPiece.
 func roomWithin(p *pathState, window time.Duration) int {
 	p.outq = socketQueue(p.tc)
-	limit := int(bandwidth(p) * (baseRTT(p) + window).Seconds())
+	pipe := baseRTT(p).Seconds()
+	switch {
+	case p.upUntil.IsZero():
+	case p.upChain:
+		pipe *= upGainGrowing
+	default:
+		pipe *= upGain
+	}
+	limit := int(bandwidth(p) * (pipe + window.Seconds()))
 	room := limit - p.outq
 	if p.outq == 0 {
 		room = max(room, minPiece)
@@ -638,6 +689,7 @@ func (c *Conn) pickLocked(p *pathState, now time.Time) (*chunk, time.Duration) {
 			room, window = roomWithin(p, 0), 0
 		}
 		if room == 0 {
+			p.heldAt = now
 			return nil, max(window/10, 2*time.Millisecond)
 		}
 		if calm && c.otherHasRoomLocked(p, usable) {
@@ -671,7 +723,9 @@ var probePad = make([]byte, maxProbe)
 // probeLocked says how many bytes of padding idle path p sends now to
 // measure its bandwidth (0: none): when the path has not been measured
 // since it came up, or not for ProbeIdle, nothing waits to be sent on
-// any path, its socket is empty, and it is usable; at most what its
+// any path, its socket is empty, it is usable, and the peer has sent no
+// data on it for probeQuiet (the seed's scout probes while no data
+// flows); at most what its
 // estimate sends in 250 ms, at least 16 KiB, at most ProbeSize, and on the
 // calmest of several paths at most its pipe and what it sends in
 // AnticipateMin.
@@ -690,6 +744,12 @@ func (c *Conn) probeLocked(p *pathState, now time.Time) int {
 		if c.snd.queued(l) {
 			return 0
 		}
+	}
+	if !p.peerDataAt.IsZero() && now.Sub(p.peerDataAt) < probeQuiet {
+		// The peer's data flows on the path: the probe would queue
+		// ahead of the acknowledgements that clock it, and the peer's
+		// bound would take the delay for a queue of its own.
+		return 0
 	}
 	usable := c.usablePathsLocked()
 	if !slices.Contains(usable, p) || socketQueue(p.tc) > 0 {
@@ -849,6 +909,7 @@ func (c *Conn) handleLocked(p *pathState, f *frame) {
 			return
 		}
 		p.acks = append(p.acks, ackEntry{ID: f.id, Off: f.off, Len: uint32(len(f.data))})
+		p.peerDataAt = time.Now()
 		kick(p)
 		c.recvCond.Broadcast()
 	case tAck:
@@ -865,6 +926,7 @@ func (c *Conn) handleLocked(p *pathState, f *frame) {
 		kick(p)
 	case tProbe:
 		// Padding: counted in Received, nothing more.
+		p.peerDataAt = time.Now()
 	case tPong:
 		if f.aux == p.pingSeq && !p.pingSent.IsZero() {
 			p.pingSent = time.Time{}
@@ -943,6 +1005,7 @@ func (c *Conn) sampler() {
 				}
 			}
 			c.busySampleLocked(p, st, time.Now())
+			c.bwProbeLocked(p, st, time.Now())
 			p.outq, p.retrans = st.outq, st.retrans
 			p.delivered, p.rate, p.bytesAcked = st.delivered, st.deliveryRate, st.bytesAcked
 		}
@@ -965,7 +1028,8 @@ func (c *Conn) sampler() {
 	}
 }
 
-// busySample is the span over which a path's standing queue is measured.
+// busySample is the least span over which a path's standing queue is
+// measured (at least a round trip).
 const busySample = 250 * time.Millisecond
 
 // busySampleLocked brings down an estimate above path p's rate. The
@@ -996,12 +1060,84 @@ func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
 		p.busySince, p.busyAcked = now, st.bytesAcked
 		return
 	}
-	if d := now.Sub(p.busySince); d >= busySample {
-		if r := float64(st.bytesAcked-p.busyAcked) / d.Seconds(); r > 0 && r < bw {
+	if d := now.Sub(p.busySince); d >= max(busySample, st.rtt) {
+		// Taken only if the socket still holds a round trip's worth at
+		// that rate: a socket that ran short (a path another network
+		// has just relieved, its queue draining) limited the span.
+		if r := float64(st.bytesAcked-p.busyAcked) / d.Seconds(); r > 0 && r < bw && float64(st.outq) >= r*st.minRTT.Seconds() {
 			p.bw.add(r)
 		}
 		p.busySince, p.busyAcked = now, st.bytesAcked
 	}
+}
+
+// bwProbeLocked starts, ends and measures path p's probes upward of its
+// bandwidth estimate. The anticipatory bound holds a path's socket to the
+// estimate's pipe, so a sender it holds back sends at the estimate (a
+// little under: the least round trip it counts is the short segments',
+// not a full one's), and nothing it sends shows the path to be faster. (The
+// kernel's rate is no help: it keeps its last sample the sender did not
+// limit while the ones it did are lower.) As BBR does, the pipe counts
+// upGain times while the path probes, and the payload acknowledged over
+// each of the probe's round trips raises the estimate when it is higher
+// (the bound grows with it; each span runs at least upSpan and a round
+// trip). A probe lasts upRounds round trips: under BBR the socket's own
+// pacing follows what it has delivered and lets the bound's extra out
+// only in its own probing phase, one round trip in eight. If the path is
+// no faster, the probe queues a tenth of a pipe, which the bound drains
+// after it (it counts what is in flight). A path probes only while its
+// bound holds background back, with a round trip's worth waiting, and
+// upQuiet after foreground on it (a probe ends when foreground comes); a
+// probe that raised the estimate is followed by another at once, one that
+// did not by a longer wait.
+func (c *Conn) bwProbeLocked(p *pathState, st sockStats, now time.Time) {
+	if n := len(c.usablePathsLocked()); n != p.upPaths {
+		// Its share of the work changed (a network came or went): what
+		// the last probes found no longer says what a probe would.
+		p.upPaths, p.upFlat, p.nextUp, p.upChain = n, 0, now, false
+	}
+	held := now.Sub(p.heldAt) <= 2*sampleEvery && now.Sub(p.lastFG) >= upQuiet && p.fgOut == 0 &&
+		float64(c.snd.bytes[BGSmall]+c.snd.bytes[BGLarge]) >= upGain*bandwidth(p)*st.rtt.Seconds()
+	if p.upUntil.IsZero() {
+		if st.rtt <= 0 || now.Before(p.nextUp) || !held {
+			return
+		}
+		p.upUntil = now.Add(upRounds * st.rtt)
+		p.upFrom, p.upGrew = time.Time{}, false
+		p.ups++
+		return
+	}
+	// Each measurement runs from an acknowledgement to one at least
+	// upSpan and a round trip later: the path's acknowledgements come a
+	// few segments at a time, and a span cut between them would count
+	// one more or one fewer.
+	acked := st.bytesAcked != p.bytesAcked
+	switch d := now.Sub(p.upFrom); {
+	case !acked:
+	case p.upFrom.IsZero():
+		p.upFrom, p.upAcked, p.upRTT = now, st.bytesAcked, max(st.rtt, upSpan)
+	case d >= p.upRTT:
+		r := float64(st.bytesAcked-p.upAcked) / d.Seconds()
+		if r > upGrowth*bandwidth(p) {
+			p.upGrew = true
+		}
+		p.bw.raise(r)
+		p.upFrom, p.upAcked, p.upRTT = now, st.bytesAcked, max(st.rtt, upSpan)
+	}
+	if now.Before(p.upUntil) && (p.fgOut == 0 && now.Sub(p.lastFG) >= upQuiet) {
+		return
+	}
+	p.upUntil = time.Time{}
+	p.upChain = p.upGrew
+	if p.upGrew {
+		p.nextUp, p.upFlat = now, 0 // it may be faster still
+		return
+	}
+	// A path that did not grow is probed less often, up to 2^upBackoff
+	// times the cycle: each probe queues ahead of the foreground message
+	// that may come during it.
+	p.nextUp = now.Add(max(upCycle*baseRTT(p), upCycleMin) << min(p.upFlat, upBackoff))
+	p.upFlat++
 }
 
 // stallAfterLocked is how long p's ping may wait for its pong: three
@@ -1320,7 +1456,7 @@ func (c *Conn) Paths() []PathStatus {
 func (c *Conn) statusLocked(p *pathState) PathStatus {
 	st := PathStatus{Index: p.idx, Name: p.cfg.Name, Up: p.up, Stalled: p.up && p.stalled, RTT: time.Duration(p.lat.value() * float64(time.Second)),
 		Bandwidth: p.bw.value() * 8, Queued: p.outq, Sent: p.sent, Received: p.received, Retransmits: p.retrans,
-		Measured: !p.measuredAt.IsZero(), Probes: p.probes}
+		Measured: !p.measuredAt.IsZero(), Probes: p.probes, UpProbes: p.ups}
 	if st.Name == "" {
 		st.Name = fmt.Sprintf("path%d", p.idx)
 	}

@@ -594,6 +594,36 @@ func TestScoutProbe(t *testing.T) {
 	}
 }
 
+// A path whose estimate is below its rate (here a hint at 0.4 of it) finds
+// its rate by probing upward: the anticipatory bound holds a socket to the
+// estimate's pipe, so what it sends never shows the path to be faster,
+// and the kernel's delivery rate keeps its last sample the sender did not
+// limit. Background offered above the link keeps the bound holding.
+func TestBandwidthProbeUpward(t *testing.T) {
+	testutil.RequireTiming(t)
+	link := linkem.Config{Rate: 300_000, Delay: 200 * ms, QueuePackets: 13}
+	tb := newTestbed(t, link)
+	tb.paths[0].Bandwidth = 120_000
+	c, _ := tb.dial(t, Options{})
+	start := time.Now()
+	var est []float64
+	for i := range 20 {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second)))
+		est = append(est, math.Round(c.Paths()[0].Bandwidth/1e3)/1e3)
+		if _, err := c.Send(BGLarge, make([]byte, 40_000), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := c.Paths()[0]
+	t.Logf("estimates each second, Mbit/s: %v; %d probes upward, %d bytes sent", est, st.UpProbes, st.Sent)
+	// The payload's share of the link is 0.29 Mbit/s; the kernel's
+	// samples alone leave the estimate near the hint.
+	if st.UpProbes == 0 || st.Bandwidth < 0.8*float64(link.Rate) || st.Bandwidth > 1.15*float64(link.Rate) {
+		t.Errorf("after 20 s: %.3f Mbit/s, %d probes upward; want probed, and 0.8-1.15 times the %.1f Mbit/s link",
+			st.Bandwidth/1e6, st.UpProbes, float64(link.Rate)/1e6)
+	}
+}
+
 // Small foreground finds its path clear of background in the seed's
 // crowded hotspot with its sensor (a 4 KB summary and 25 KB of raw data
 // every second, a ninth of the wide network's bandwidth), after nine
@@ -738,7 +768,7 @@ func foregroundClear(t *testing.T, links []linkem.Config, raw int, most time.Dur
 	var misses []string
 	paths := c.Paths()
 	for i, st := range paths {
-		t.Logf("path %d (%s): %d bytes sent, %d probes, %.3f Mbit/s, RTT %v, %d segments sent again", i, st.Name, st.Sent, st.Probes, st.Bandwidth/1e6, st.RTT, st.Retransmits)
+		t.Logf("path %d (%s): %d bytes sent, %d probes, %d upward, %.3f Mbit/s, RTT %v, %d segments sent again", i, st.Name, st.Sent, st.Probes, st.UpProbes, st.Bandwidth/1e6, st.RTT, st.Retransmits)
 	}
 	// The low-latency network carries its probe, pings, the
 	// urgent messages and what came before the round trips were
@@ -759,6 +789,9 @@ func foregroundClear(t *testing.T, links []linkem.Config, raw int, most time.Dur
 			// standing queue's samples read low at times.)
 			misses = append(misses, fmt.Sprintf("path %d's bandwidth estimate %.3f Mbit/s, under 45 %% of its link's %.3f", i, st.Bandwidth/1e6, rate/1e6))
 		}
+	}
+	for i, st := range s.Paths() {
+		t.Logf("server path %d (%s): %d bytes sent, %d probes, %.3f Mbit/s, RTT %v, %d segments sent again", i, st.Name, st.Sent, st.Probes, st.Bandwidth/1e6, st.RTT, st.Retransmits)
 	}
 	t.Logf("urgent latencies: %v", lat)
 	for i, d := range lat {

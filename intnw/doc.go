@@ -21,9 +21,13 @@
 // left is cut to fit. The calmest path (the least round trip, where the
 // next small foreground message goes) takes background only when no other
 // path has room, so that message finds its socket clear, and a narrow
-// path's backlog is short when foreground falls back to it. Paths are measured from the kernel's TCP_INFO of their
-// sockets and probed with pings: a path whose pongs are late is stalled
-// and carries nothing new. When a path goes (its
+// path's backlog is short when foreground falls back to it. Paths are
+// measured from the kernel's TCP_INFO of their sockets, and a path whose
+// bound holds background back probes upward of its estimate now and then
+// (its pipe counted larger for a few round trips, the payload then
+// acknowledged raising the estimate), since a sender held to its
+// estimate never shows the path to be faster. Paths are pinged: a path
+// whose pongs are late is stalled and carries nothing new. When a path goes (its
 // address removed, its socket failing) or stalls, what it had sent and the
 // peer had not acknowledged goes again on another path: no byte is lost and
 // the peer delivers no IROB twice. A label with no appropriate path defers

@@ -48,6 +48,21 @@ func (f *flipFlop) add(x float64) float64 {
 	return f.value()
 }
 
+// raise takes x as a floor of the estimate: a rate the path is known to
+// carry (a probe's delivery), taken at once where the averages are below
+// it.
+func (f *flipFlop) raise(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) || x <= f.value() {
+		return f.value()
+	}
+	if f.n == 0 {
+		return f.add(x)
+	}
+	f.stable, f.agile, f.last = x, x, x
+	f.n++
+	return x
+}
+
 // value is the current estimate (0 before any sample).
 func (f *flipFlop) value() float64 {
 	if f.useAgile {

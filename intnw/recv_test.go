@@ -2,6 +2,7 @@ package intnw
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -287,6 +288,39 @@ func TestFlipFlop(t *testing.T) {
 	}
 	if v < 270 {
 		t.Errorf("10 samples after the step: %g", v)
+	}
+}
+
+// raise takes a rate the path is known to carry as a floor: at once when
+// the estimate is below it, not at all when above, and the first sample
+// when there is none; a sample after it moves it as any other.
+func TestFlipFlopRaise(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		before []float64
+		raise  float64
+		want   float64
+	}{
+		{"empty", nil, 50, 50},
+		{"below", []float64{100, 101, 99, 100}, 130, 130},
+		{"above", []float64{100, 101, 99, 100}, 90, 100},
+		{"not a number", []float64{100}, math.NaN(), 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var f flipFlop
+			for _, x := range tt.before {
+				f.add(x)
+			}
+			if got := f.raise(tt.raise); math.Abs(got-tt.want) > 1.5 {
+				t.Errorf("raise(%g) = %g, want %g", tt.raise, got, tt.want)
+			}
+		})
+	}
+	var f flipFlop
+	f.add(100)
+	f.raise(130)
+	if v := f.add(130); v != 130 {
+		t.Errorf("a sample at the raised value: %g, want 130", v)
 	}
 }
 

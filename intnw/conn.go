@@ -359,6 +359,8 @@ func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
 	p.probedAt, p.measuredAt = time.Time{}, time.Time{}
 	p.statsRead, p.fill, p.delivered, p.bytesAcked, p.rate = false, segmentFill{}, 0, 0, 0
 	p.busySince, p.busyAcked = time.Time{}, 0
+	// A new socket's counters start again: no probe spans the two.
+	p.upUntil, p.upFrom, p.upAcked, p.upGrew, p.upChain = time.Time{}, time.Time{}, 0, false, false
 	if p.bw.n == 0 {
 		bw := defaultBandwidth
 		if cfg.Bandwidth > 0 {
@@ -1078,14 +1080,15 @@ func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
 // not a full one's), and nothing it sends shows the path to be faster. (The
 // kernel's rate is no help: it keeps its last sample the sender did not
 // limit while the ones it did are lower.) As BBR does, the pipe counts
-// upGain times while the path probes, and the payload acknowledged over
-// each of the probe's round trips raises the estimate when it is higher
-// (the bound grows with it; each span runs at least upSpan and a round
-// trip). A probe lasts upRounds round trips: under BBR the socket's own
+// upGain times while the path probes (upGainGrowing after a probe that
+// raised the estimate), and the payload acknowledged over the probe's
+// spans (each at least upSpan and a round trip) raises the estimate when
+// it is higher; the bound grows with it. A probe lasts upRounds round trips: under BBR the socket's own
 // pacing follows what it has delivered and lets the bound's extra out
 // only in its own probing phase, one round trip in eight. If the path is
-// no faster, the probe queues a tenth of a pipe, which the bound drains
-// after it (it counts what is in flight). A path probes only while its
+// no faster, the probe queues a tenth of a pipe (a quarter after one that
+// found more), which the bound drains after it (it counts what is in
+// flight). A path probes only while its
 // bound holds background back, with a round trip's worth waiting, and
 // upQuiet after foreground on it (a probe ends when foreground comes); a
 // probe that raised the estimate is followed by another at once, one that

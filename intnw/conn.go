@@ -1077,32 +1077,33 @@ func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
 // bandwidth estimate. The anticipatory bound holds a path's socket to the
 // estimate's pipe, so a sender it holds back sends at the estimate (a
 // little under: the least round trip it counts is the short segments',
-// not a full one's), and nothing it sends shows the path to be faster. (The
-// kernel's rate is no help: it keeps its last sample the sender did not
-// limit while the ones it did are lower.) As BBR does, the pipe counts
-// upGain times while the path probes (upGainGrowing after a probe that
-// raised the estimate), and the payload acknowledged over the probe's
-// spans (each at least upSpan and a round trip) raises the estimate when
-// it is higher; the bound grows with it. A probe lasts upRounds round trips: under BBR the socket's own
-// pacing follows what it has delivered and lets the bound's extra out
-// only in its own probing phase, one round trip in eight. If the path is
-// no faster, the probe queues a tenth of a pipe (a quarter after one that
-// found more), which the bound drains after it (it counts what is in
-// flight). A path probes only while its
-// bound holds background back, with a round trip's worth waiting, and
-// upQuiet after foreground on it (a probe ends when foreground comes); a
-// probe that raised the estimate is followed by another at once, one that
-// did not by a longer wait.
+// not a full one's), and nothing it sends shows the path to be faster.
+// (The kernel's rate is no help: it keeps its last sample the sender did
+// not limit while the ones it did are lower.) As BBR does, the pipe
+// counts upGain times while the path probes (upGainGrowing after a probe
+// that raised the estimate), and the payload acknowledged over the
+// probe's spans (each at least upSpan and a round trip) raises the
+// estimate when it is higher; the bound grows with it. A probe lasts
+// upRounds round trips: under BBR the socket's own pacing follows what it
+// has delivered and lets the bound's extra out only in its own probing
+// phase, one round trip in eight. If the path is no faster, the probe
+// queues a tenth of a pipe (a quarter after one that found more), which
+// the bound drains after it (it counts what is in flight). A path probes
+// only while its bound holds background back, with a round trip's worth
+// waiting, and upQuiet after foreground on it (a probe ends when
+// foreground comes); a probe that raised the estimate is followed by
+// another at once, one that did not by a longer wait.
 func (c *Conn) bwProbeLocked(p *pathState, st sockStats, now time.Time) {
 	if n := len(c.usablePathsLocked()); n != p.upPaths {
 		// Its share of the work changed (a network came or went): what
 		// the last probes found no longer says what a probe would.
 		p.upPaths, p.upFlat, p.nextUp, p.upChain = n, 0, now, false
 	}
-	held := now.Sub(p.heldAt) <= 2*sampleEvery && now.Sub(p.lastFG) >= upQuiet && p.fgOut == 0 &&
-		float64(c.snd.bytes[BGSmall]+c.snd.bytes[BGLarge]) >= upGain*bandwidth(p)*st.rtt.Seconds()
+	quiet := p.fgOut == 0 && now.Sub(p.lastFG) >= upQuiet
 	if p.upUntil.IsZero() {
-		if st.rtt <= 0 || now.Before(p.nextUp) || !held {
+		held := now.Sub(p.heldAt) <= 2*sampleEvery &&
+			float64(c.snd.bytes[BGSmall]+c.snd.bytes[BGLarge]) >= upGain*bandwidth(p)*st.rtt.Seconds()
+		if st.rtt <= 0 || now.Before(p.nextUp) || !quiet || !held {
 			return
 		}
 		p.upUntil = now.Add(upRounds * st.rtt)
@@ -1127,7 +1128,7 @@ func (c *Conn) bwProbeLocked(p *pathState, st sockStats, now time.Time) {
 		p.bw.raise(r)
 		p.upFrom, p.upAcked, p.upRTT = now, st.bytesAcked, max(st.rtt, upSpan)
 	}
-	if now.Before(p.upUntil) && (p.fgOut == 0 && now.Sub(p.lastFG) >= upQuiet) {
+	if now.Before(p.upUntil) && quiet {
 		return
 	}
 	p.upUntil = time.Time{}

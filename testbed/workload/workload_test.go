@@ -28,6 +28,13 @@ const ms = time.Millisecond
 // link builds src — rtr — dst with 20 Mbit/s and 10 ms each way.
 func link(t *testing.T) *netns.Topology {
 	t.Helper()
+	cfg := linkem.Config{Rate: 20_000_000, Delay: 10 * ms, QueuePackets: 200}
+	return linkWith(t, cfg, cfg)
+}
+
+// linkWith builds src — rtr — dst with the emulator's up and down links.
+func linkWith(t *testing.T, up, down linkem.Config) *netns.Topology {
+	t.Helper()
 	testutil.RequireRoot(t)
 	topo, err := netns.New(1, t.Logf)
 	if err != nil {
@@ -38,8 +45,7 @@ func link(t *testing.T) *netns.Topology {
 			t.Error(err)
 		}
 	})
-	cfg := linkem.Config{Rate: 20_000_000, Delay: 10 * ms, QueuePackets: 200}
-	em, err := linkem.Start(topo.Paths[0].TunUp, topo.Paths[0].TunDown, linkem.Options{Up: cfg, Down: cfg, Realtime: true, Logf: t.Logf})
+	em, err := linkem.Start(topo.Paths[0].TunUp, topo.Paths[0].TunDown, linkem.Options{Up: up, Down: down, Realtime: true, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,5 +450,43 @@ func TestIPerfStall(t *testing.T) {
 		if got := iv(1, 2, 3, 4, 5).within(c.span); len(got) != c.want {
 			t.Errorf("within(%v) of 5 intervals of 100 ms: %d, want %d", c.span, len(got), c.want)
 		}
+	}
+}
+
+// An upload's throughput is its receiver's over the client's span, not
+// over the queue's drain after it. An upload fills a 150-packet FIFO at
+// 8 Mbit/s; the link stops from 2 to 4.5 s after it starts, as the
+// client's span (2 s, from within half a second of the start) ends, so
+// the receiver goes on for 2.5 s more and then drains the queue.
+// Counting those seconds read half the span's rate (S2's UMTS trace, the
+// drain at the trace's later rates, read 1.02 Mbit/s for 1.31).
+func TestIPerfUploadSpan(t *testing.T) {
+	const span = 2 * time.Second
+	tr := &linkem.Trace{Name: "8-with-an-outage"}
+	var credit float64
+	var at time.Duration
+	for ; at < 30*time.Second; at += time.Millisecond {
+		if at >= span && at < span+2500*ms {
+			continue
+		}
+		for credit += 8e6 / 1000; credit >= linkem.TraceMTU*8; credit -= linkem.TraceMTU * 8 {
+			tr.Opportunities = append(tr.Opportunities, at)
+		}
+	}
+	tr.Period = at
+	topo := linkWith(t,
+		linkem.Config{Trace: tr, Delay: 10 * ms, QueuePackets: 150},
+		linkem.Config{Rate: 20_000_000, Delay: 10 * ms, QueuePackets: 200})
+	start := time.Now()
+	r, err := Run(context.Background(), Env{Topo: topo, Logf: t.Logf}, Spec{Name: "up", Kind: IPerf3, CC: "cubic"}, span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%.2f Mbit/s, the run took %v", r.Throughput/1e6, time.Since(start).Round(ms))
+	// Up to half a second of the span falls in the outage, and slow
+	// start takes a little: 6.5 Mbit/s measured over the span; over the
+	// span, the outage and the drain, 3.25.
+	if r.Throughput < 4.8e6 || r.Throughput > 8.5e6 {
+		t.Errorf("throughput %.2f Mbit/s, want the span's 4.8-8.5 (8 Mbit/s less the start and at most 0.5 s of outage)", r.Throughput/1e6)
 	}
 }

@@ -455,27 +455,16 @@ func TestIPerfStall(t *testing.T) {
 
 // An upload's throughput is its receiver's over the client's span, not
 // over the queue's drain after it. An upload fills a 150-packet FIFO at
-// 8 Mbit/s; the link stops from 2 to 4.5 s after it starts, as the
+// 8 Mbit/s; the link is down (its schedule) from 2 to 4.5 s after it starts, as the
 // client's span (2 s, from within half a second of the start) ends, so
 // the receiver goes on for 2.5 s more and then drains the queue.
 // Counting those seconds read half the span's rate (S2's UMTS trace, the
 // drain at the trace's later rates, read 1.02 Mbit/s for 1.31).
 func TestIPerfUploadSpan(t *testing.T) {
 	const span = 2 * time.Second
-	tr := &linkem.Trace{Name: "8-with-an-outage"}
-	var credit float64
-	var at time.Duration
-	for ; at < 30*time.Second; at += time.Millisecond {
-		if at >= span && at < span+2500*ms {
-			continue
-		}
-		for credit += 8e6 / 1000; credit >= linkem.TraceMTU*8; credit -= linkem.TraceMTU * 8 {
-			tr.Opportunities = append(tr.Opportunities, at)
-		}
-	}
-	tr.Period = at
+	outage := &linkem.FixedSchedule{Down: []linkem.Interval{{Start: span, End: span + 2500*ms}}}
 	topo := linkWith(t,
-		linkem.Config{Trace: tr, Delay: 10 * ms, QueuePackets: 150},
+		linkem.Config{Rate: 8_000_000, Delay: 10 * ms, QueuePackets: 150, Schedule: outage},
 		linkem.Config{Rate: 20_000_000, Delay: 10 * ms, QueuePackets: 200})
 	start := time.Now()
 	r, err := Run(context.Background(), Env{Topo: topo, Logf: t.Logf}, Spec{Name: "up", Kind: IPerf3, CC: "cubic"}, span)

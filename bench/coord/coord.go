@@ -125,8 +125,9 @@ type Arm struct {
 	Dropped         int64         `json:"dropped"`
 	Late            int64         `json:"late"`
 	Received        int64         `json:"received"`
-	// Skipped frames a deadline producer never made: its job ran out of
-	// runtime and ended in a later period.
+	// Skipped frames a producer never made: a deadline producer's job
+	// ran out of runtime and ended in a later period, or the run's time
+	// ran out before the producer got to them.
 	Skipped int64 `json:"skipped"`
 	// Ready: when frames were ready, after their release (the CPU side).
 	ReadyP99 time.Duration `json:"ready_p99"`

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lanes-qos/lanes/cpu"
 	"github.com/lanes-qos/lanes/internal/features"
+	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/pacer"
 	"github.com/lanes-qos/lanes/testbed/linkem"
 	"github.com/lanes-qos/lanes/testbed/netns"
@@ -236,22 +237,13 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 
 	// Busy loops on every CPU: bash spinning until its own SECONDS run
 	// out (no process per turn), killed at the arm's end and, should this
-	// process die first, by the kernel (Pdeathsig).
-	var hogs []*exec.Cmd
-	defer func() {
-		for _, h := range hogs {
-			unix.Kill(-h.Process.Pid, unix.SIGKILL)
-			h.Wait()
-		}
-	}()
-	for range o.Hogs {
-		h := exec.Command("bash", "-c", "while [ $SECONDS -lt "+strconv.Itoa(int(length.Seconds())+5)+" ]; do :; done")
-		h.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
-		if err := h.Start(); err != nil {
-			return a, fmt.Errorf("busy loop: %w", err)
-		}
-		hogs = append(hogs, h)
+	// process die first, by the kernel (Pdeathsig). Ordinary threads: see
+	// startHogs.
+	hogs, stopHogs, err := startHogs(o.Hogs, int(length.Seconds())+5)
+	if err != nil {
+		return a, err
 	}
+	defer stopHogs()
 	time.Sleep(200 * time.Millisecond)
 
 	// The producers get their policies a period or more before slot 0.
@@ -371,6 +363,9 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 					sleepUntil(release)
 				}
 				if ctx.Err() != nil {
+					// The run's time is up: this frame and the rest
+					// were never made.
+					skipped[i] += o.Frames - max(k, 0)
 					return
 				}
 				for range rounds {
@@ -391,6 +386,15 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 		})
 	}
 	wg.Wait()
+	// The busy loops ran through the arm: one that ended early (killed
+	// with the thread that forked it, say) leaves the CPUs to the
+	// producers.
+	for _, h := range hogs {
+		if st, err := procfs.ReadStat(h.Process.Pid); err != nil || st.State == 'Z' || st.State == 'X' {
+			<-ran
+			return a, fmt.Errorf("busy loop %d ended before the arm did (state %q, %v)", h.Process.Pid, st.State, err)
+		}
+	}
 	out := <-ran
 	if out.err != nil {
 		return a, fmt.Errorf("pacer: %w", out.err)
@@ -436,6 +440,62 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 	pa := linkem.PercentilesOf(arr)
 	a.ArriveP99, a.ArriveMax = pa.P99, pa.Max
 	return a, nil
+}
+
+// startHogs starts n busy loops that end by themselves after secs
+// seconds, as ordinary (SCHED_OTHER) processes, and returns them and what
+// kills them. A child starts with the policy of the thread that forked
+// it, and every thread of this process runs at SCHED_FIFO 1 while the
+// arms run (realtimeProcess): busy loops forked from one would spin above
+// every ordinary thread and beside this process's own SCHED_FIFO 1
+// threads, which the kernel then never runs until the loops end (the
+// runtime's threads among them: the producers and the pacer stalled for
+// seconds). So they are forked from a thread of their own under
+// SCHED_OTHER, and each one's policy is checked. That thread waits for
+// stop: a loop's Pdeathsig fires when the thread that forked it ends, and
+// a thread back in Go's pool may be locked by a producer and end with it.
+func startHogs(n, secs int) (hogs []*exec.Cmd, stop func(), err error) {
+	started := make(chan error, 1)
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		// Never unlocked: the thread ends with the goroutine.
+		runtime.LockOSThread()
+		defer func() {
+			for _, h := range hogs {
+				unix.Kill(-h.Process.Pid, unix.SIGKILL)
+				h.Wait()
+			}
+		}()
+		if err := cpu.SetThreadSched(unix.Gettid(), cpu.ThreadSched{}); err != nil {
+			started <- fmt.Errorf("busy loops: an ordinary thread to start them from: %w", err)
+			return
+		}
+		for range n {
+			h := exec.Command("bash", "-c", "while [ $SECONDS -lt "+strconv.Itoa(secs)+" ]; do :; done")
+			h.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
+			if err := h.Start(); err != nil {
+				started <- fmt.Errorf("busy loop: %w", err)
+				return
+			}
+			hogs = append(hogs, h)
+			if s, err := cpu.GetThreadSched(h.Process.Pid); err != nil || s.Policy != unix.SCHED_NORMAL {
+				started <- fmt.Errorf("busy loop %d: policy %d (%v), want SCHED_OTHER", h.Process.Pid, s.Policy, err)
+				return
+			}
+		}
+		started <- nil
+		<-quit
+	}()
+	stop = func() {
+		close(quit)
+		<-stopped
+	}
+	if err := <-started; err != nil {
+		<-stopped
+		return nil, nil, err
+	}
+	return hogs, stop, nil
 }
 
 // realtimeProcess puts every thread of this process under SCHED_FIFO 1

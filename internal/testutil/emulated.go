@@ -16,15 +16,31 @@ const EmulatedEnv = "LANES_EMULATED"
 // (LANES_EMULATED=1), where only functional checks are meaningful.
 func Emulated() bool { return os.Getenv(EmulatedEnv) == "1" }
 
-// RequireTiming skips the test under emulation, and on a host too loaded
+// untimed says why no timing this binary measures can measure the code,
+// or "": under CPU emulation, or built with the race detector, which
+// slows memory accesses and synchronisation several times over (CI's
+// race pass looks for data races; its plain pass makes the timing
+// assertions).
+func untimed() string {
+	switch {
+	case Emulated():
+		return "under emulation"
+	case raceEnabled:
+		return "under the race detector"
+	}
+	return ""
+}
+
+// RequireTiming skips the test under emulation or the race detector
+// (untimed), and on a host too loaded
 // for its timings to measure the code (HostLoad: CPU pressure, load
 // average, a thread's wake-up lateness), saying what it measured. Call it
 // right before a timing- or throughput-sensitive assertion (ratios,
 // latencies, rates); the functional part of a test should run before it.
 func RequireTiming(tb testing.TB) {
 	tb.Helper()
-	if Emulated() {
-		tb.Skip("timing-sensitive assertion not made under emulation")
+	if why := untimed(); why != "" {
+		tb.Skip("timing-sensitive assertion not made " + why)
 	}
 	h, err := ReadHostLoad()
 	if err != nil {
@@ -42,8 +58,8 @@ func RequireTiming(tb testing.TB) {
 // assertion would measure.
 func RequireTimingWithin(tb testing.TB, bound time.Duration) {
 	tb.Helper()
-	if Emulated() {
-		tb.Skip("timing-sensitive assertion not made under emulation")
+	if why := untimed(); why != "" {
+		tb.Skip("timing-sensitive assertion not made " + why)
 	}
 	h, err := ReadHostLoad()
 	if err != nil {
@@ -65,8 +81,8 @@ func RequireTimingWithin(tb testing.TB, bound time.Duration) {
 // it starts; it logs why not.
 func TimingOK(tb testing.TB) bool {
 	tb.Helper()
-	if Emulated() {
-		tb.Log("timing-sensitive assertions not made under emulation")
+	if why := untimed(); why != "" {
+		tb.Log("timing-sensitive assertions not made " + why)
 		return false
 	}
 	h, err := ReadHostLoad()

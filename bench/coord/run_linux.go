@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -392,7 +393,7 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 	for _, h := range hogs {
 		if st, err := procfs.ReadStat(h.Process.Pid); err != nil || st.State == 'Z' || st.State == 'X' {
 			<-ran
-			return a, fmt.Errorf("busy loop %d ended before the arm did (state %q, %v)", h.Process.Pid, st.State, err)
+			return a, fmt.Errorf("busy loop %d ended before the producers did (state %q, %v): killed early, or the arm ran 5 s past its %v", h.Process.Pid, st.State, err, length)
 		}
 	}
 	out := <-ran
@@ -454,13 +455,18 @@ func runArm(ctx context.Context, o Options, d *netns.Direct, id byte, name strin
 // SCHED_OTHER, and each one's policy is checked. That thread waits for
 // stop: a loop's Pdeathsig fires when the thread that forked it ends, and
 // a thread back in Go's pool may be locked by a producer and end with it.
-func startHogs(n, secs int) (hogs []*exec.Cmd, stop func(), err error) {
-	started := make(chan error, 1)
+func startHogs(n, secs int) ([]*exec.Cmd, func(), error) {
+	type out struct {
+		hogs []*exec.Cmd
+		err  error
+	}
+	started := make(chan out, 1)
 	quit, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
 		// Never unlocked: the thread ends with the goroutine.
 		runtime.LockOSThread()
+		var hogs []*exec.Cmd
 		defer func() {
 			for _, h := range hogs {
 				unix.Kill(-h.Process.Pid, unix.SIGKILL)
@@ -468,34 +474,31 @@ func startHogs(n, secs int) (hogs []*exec.Cmd, stop func(), err error) {
 			}
 		}()
 		if err := cpu.SetThreadSched(unix.Gettid(), cpu.ThreadSched{}); err != nil {
-			started <- fmt.Errorf("busy loops: an ordinary thread to start them from: %w", err)
+			started <- out{err: fmt.Errorf("busy loops: an ordinary thread to start them from: %w", err)}
 			return
 		}
 		for range n {
 			h := exec.Command("bash", "-c", "while [ $SECONDS -lt "+strconv.Itoa(secs)+" ]; do :; done")
 			h.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}
 			if err := h.Start(); err != nil {
-				started <- fmt.Errorf("busy loop: %w", err)
+				started <- out{err: fmt.Errorf("busy loop: %w", err)}
 				return
 			}
 			hogs = append(hogs, h)
 			if s, err := cpu.GetThreadSched(h.Process.Pid); err != nil || s.Policy != unix.SCHED_NORMAL {
-				started <- fmt.Errorf("busy loop %d: policy %d (%v), want SCHED_OTHER", h.Process.Pid, s.Policy, err)
+				started <- out{err: fmt.Errorf("busy loop %d: policy %d (%v), want SCHED_OTHER", h.Process.Pid, s.Policy, err)}
 				return
 			}
 		}
-		started <- nil
+		started <- out{hogs: slices.Clone(hogs)}
 		<-quit
 	}()
-	stop = func() {
-		close(quit)
+	o := <-started
+	if o.err != nil {
 		<-stopped
+		return nil, nil, o.err
 	}
-	if err := <-started; err != nil {
-		<-stopped
-		return nil, nil, err
-	}
-	return hogs, stop, nil
+	return o.hogs, func() { close(quit); <-stopped }, nil
 }
 
 // realtimeProcess puts every thread of this process under SCHED_FIFO 1

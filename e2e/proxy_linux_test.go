@@ -76,8 +76,12 @@ func TestProxyCommands(t *testing.T) {
 			t.Fatalf("%s is not installed (scripts/test installs it)", tool)
 		}
 	}
-	// Bad input: no allow-list, no path.
-	for _, args := range [][]string{{"proxy", "server"}, {"proxy", "client", "--socks", "127.0.0.1:0"}} {
+	// Bad input: no allow-list, no path, no time to dial.
+	for _, args := range [][]string{
+		{"proxy", "server"},
+		{"proxy", "client", "--socks", "127.0.0.1:0"},
+		{"proxy", "client", "--socks", "127.0.0.1:0", "--path", "to=198.18.0.1:7300", "--dial-timeout", "0s"},
+	} {
 		if r := e.lanes(args...); r.code != 2 {
 			t.Errorf("lanes %v: exit %d, want 2: %s%s", args, r.code, r.stdout, r.stderr)
 		}
@@ -113,20 +117,25 @@ func TestProxyCommands(t *testing.T) {
 	defer srv.Close()
 	web := fmt.Sprintf("http://%v:8080/", topo.Paths[0].DstAddr)
 
-	server := e.startLanesIn(topo.Dst, "proxy", "server", "--listen", ":7300", "--allow", topo.Paths[0].DstAddr.String()+":8080")
-	client := e.startLanesIn(topo.Src, "proxy", "client",
-		"--path", fmt.Sprintf("name=net0,from=%v,to=%v:7300", topo.Paths[0].SrcAddr, topo.Paths[0].DstAddr),
-		"--path", fmt.Sprintf("name=net1,from=%v,to=%v:7300", topo.Paths[1].SrcAddr, topo.Paths[1].DstAddr),
-		"--socks", "127.0.0.1:1080", "--transparent", "127.0.0.1:1081",
-		"--redirect", topo.Paths[0].DstAddr.String()+"/32:8080", "--status-every", "1s")
 	// Under emulation (the kernel matrix) a start takes many times longer.
 	slow := time.Duration(1)
 	if testutil.Emulated() {
 		slow = 5
 	}
-	waitFor(t, slow*20*time.Second, "the client end's transparent listener", func() bool {
-		return strings.Contains(client.out.String(), "transparent on")
-	})
+	server := e.startLanesIn(topo.Dst, "proxy", "server", "--listen", ":7300", "--allow", topo.Paths[0].DstAddr.String()+":8080")
+	client := e.startLanesIn(topo.Src, "proxy", "client",
+		"--path", fmt.Sprintf("name=net0,from=%v,to=%v:7300", topo.Paths[0].SrcAddr, topo.Paths[0].DstAddr),
+		"--path", fmt.Sprintf("name=net1,from=%v,to=%v:7300", topo.Paths[1].SrcAddr, topo.Paths[1].DstAddr),
+		"--socks", "127.0.0.1:1080", "--transparent", "127.0.0.1:1081",
+		"--redirect", topo.Paths[0].DstAddr.String()+"/32:8080", "--status-every", "1s",
+		"--dial-timeout", (slow * 15 * time.Second).String())
+	// The client end ends at once when it cannot reach the server end
+	// within its dial timeout: no use waiting for it then.
+	for deadline := time.Now().Add(slow * 20 * time.Second); !strings.Contains(client.out.String(), "transparent on"); time.Sleep(10 * time.Millisecond) {
+		if st := procState(client.cmd.Process.Pid); st == "Z" || st == "" || time.Now().After(deadline) {
+			t.Fatalf("no transparent listener from the client end (process state %q)\nclient end:\n%s\nserver end:\n%s", st, client.out.String(), server.out.String())
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), slow*60*time.Second)
 	defer cancel()

@@ -137,6 +137,7 @@ func newClientCmd() *cobra.Command {
 		config      string
 		def         string
 		every       time.Duration
+		dialTimeout time.Duration
 		quiet       bool
 	)
 	cmd := &cobra.Command{
@@ -198,6 +199,9 @@ shows, and the last of them in 'lanes status').`,
 			if every <= 0 {
 				return bad(fmt.Errorf("--status-every %v: want a positive duration", every))
 			}
+			if dialTimeout <= 0 {
+				return bad(fmt.Errorf("--dial-timeout %v: want a positive duration", dialTimeout))
+			}
 			if len(rules) > 0 && transparent == "" {
 				return bad(errors.New("--redirect needs --transparent (the listener the rules redirect to)"))
 			}
@@ -234,7 +238,7 @@ shows, and the last of them in 'lanes status').`,
 				}
 				defer transLn.Close()
 			}
-			dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 			conn, err := intnw.Dial(dctx, ps, &intnw.Options{Logf: logf})
 			cancel()
 			if err != nil {
@@ -298,6 +302,7 @@ shows, and the last of them in 'lanes status').`,
 	cmd.Flags().StringVar(&def, "default", "fg-large", "the label of connections from processes in no lane")
 	cmd.Flags().StringVar(&config, "config", "", "lanesd's config, for the lanes' labels (default: lanesd's file, else the built-in lanes)")
 	cmd.Flags().DurationVar(&every, "status-every", 10*time.Second, "how often to print and report the paths' state")
+	cmd.Flags().DurationVar(&dialTimeout, "dial-timeout", 15*time.Second, "how long to wait for a first path to the server end before giving up")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not log streams and paths")
 	return cmd
 }

@@ -145,8 +145,12 @@ const (
 	upRounds      = 8
 	upCycle       = 16
 	upCycleMin    = 2 * time.Second
-	// upGrowth: a probe that measured this much over the estimate is
-	// followed by another at once (the path may be faster still).
+	// upGrowth: a probe that raised the estimate this much over where it
+	// started is followed by another at once (the path may be faster
+	// still). It is judged over the whole probe, not a span: the bound
+	// sends a little under the estimate's pipe, so each span of a probe
+	// at upGain shows about 4.5 % more than the last, short of upGrowth,
+	// while the spans together show more.
 	upGrowth = 1.05
 	// upBackoff bounds the doubling of the cycle after probes that
 	// found no more bandwidth.
@@ -305,6 +309,7 @@ type pathState struct {
 	heldAt, upUntil, nextUp, upFrom time.Time
 	upRTT                           time.Duration
 	upAcked                         uint64
+	upBase                          float64   // the estimate when the probe started
 	upGrew                          bool      // a round of the probe raised the estimate
 	upChain                         bool      // the probe follows one that did (upGainGrowing)
 	upFlat                          uint      // probes in a row that did not
@@ -1107,7 +1112,7 @@ func (c *Conn) bwProbeLocked(p *pathState, st sockStats, now time.Time) {
 			return
 		}
 		p.upUntil = now.Add(upRounds * st.rtt)
-		p.upFrom, p.upGrew = time.Time{}, false
+		p.upFrom, p.upGrew, p.upBase = time.Time{}, false, bandwidth(p)
 		p.ups++
 		return
 	}
@@ -1122,10 +1127,10 @@ func (c *Conn) bwProbeLocked(p *pathState, st sockStats, now time.Time) {
 		p.upFrom, p.upAcked, p.upRTT = now, st.bytesAcked, max(st.rtt, upSpan)
 	case d >= p.upRTT:
 		r := float64(st.bytesAcked-p.upAcked) / d.Seconds()
-		if r > upGrowth*bandwidth(p) {
+		p.bw.raise(r)
+		if bandwidth(p) > upGrowth*p.upBase {
 			p.upGrew = true
 		}
-		p.bw.raise(r)
 		p.upFrom, p.upAcked, p.upRTT = now, st.bytesAcked, max(st.rtt, upSpan)
 	}
 	if now.Before(p.upUntil) && quiet {

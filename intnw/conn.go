@@ -310,7 +310,7 @@ type pathState struct {
 	upRTT                           time.Duration
 	upAcked                         uint64
 	upBase                          float64   // the estimate when the probe started
-	upGrew                          bool      // a round of the probe raised the estimate
+	upGrew                          bool      // the probe raised the estimate upGrowth over upBase
 	upChain                         bool      // the probe follows one that did (upGainGrowing)
 	upFlat                          uint      // probes in a row that did not
 	upPaths                         int       // usable paths when last looked

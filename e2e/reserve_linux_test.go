@@ -25,11 +25,20 @@ func shares(t *testing.T, pid, n int) []float64 {
 }
 
 // sharesBeside is shares for pid, with the CPU the others got in the
-// same windows (their sum, in percent of one CPU): a window in which
-// neither got the host's CPUs is time the host ran something else (or did
-// not run at all), not a share the lane lost to them.
-func sharesBeside(t *testing.T, pid int, others []int, n int) (lane, rest []float64) {
+// same windows (their sum, in percent of one CPU) and the time the
+// hypervisor took from the host's CPUs in each (stolen; -1 where unknown):
+// a window in which neither got the host's CPUs is time the host ran
+// something else (or did not run at all), not a share the lane lost to
+// them.
+func sharesBeside(t *testing.T, pid int, others []int, n int) (lane, rest []float64, stolen []time.Duration) {
 	t.Helper()
+	steal := func() time.Duration {
+		d, ok := testutil.Stolen()
+		if !ok {
+			return -1
+		}
+		return d
+	}
 	read := func() (time.Duration, time.Duration, time.Time) {
 		c, err := procfs.CPUClock(pid)
 		if err != nil {
@@ -45,15 +54,33 @@ func sharesBeside(t *testing.T, pid int, others []int, n int) (lane, rest []floa
 		}
 		return c, o, time.Now()
 	}
+	s0 := steal()
 	c0, o0, w0 := read()
 	for range n {
 		time.Sleep(100 * time.Millisecond)
 		c1, o1, w1 := read()
+		s1 := steal()
 		w := float64(w1.Sub(w0))
 		lane, rest = append(lane, 100*float64(c1-c0)/w), append(rest, 100*float64(o1-o0)/w)
-		c0, o0, w0 = c1, o1, w1
+		if s0 < 0 || s1 < 0 {
+			stolen = append(stolen, -1)
+		} else {
+			stolen = append(stolen, s1-s0)
+		}
+		c0, o0, w0, s0 = c1, o1, w1, s1
 	}
-	return lane, rest
+	return lane, rest, stolen
+}
+
+// unstolen says which windows the hypervisor took no time in, nor in the
+// window after (the kernel counts stolen time at the first tick after it,
+// which may fall in the next window).
+func unstolen(stolen []time.Duration) []bool {
+	ok := make([]bool, len(stolen))
+	for i := range stolen {
+		ok[i] = stolen[i] <= 0 && (i+1 == len(stolen) || stolen[i+1] <= 0)
+	}
+	return ok
 }
 
 func summary(xs []float64) string {
@@ -213,13 +240,14 @@ func TestReserve(t *testing.T) {
 			for _, h := range hogs {
 				hogPIDs = append(hogPIDs, h.Process.Pid)
 			}
-			crowded, hogShares := sharesBeside(t, pid, hogPIDs, 30)
+			crowded, hogShares, stolen := sharesBeside(t, pid, hogPIDs, 30)
+			judged := unstolen(stolen)
 			rl := mode()
 			// A window short of the share is a change of mode among them
 			// (the controller sent the lane beyond its reservation while
 			// the loops ran) or the kernel's enforcement: the count says
 			// which.
-			t.Logf("against %d busy loops: %s; %d mode changes during the windows; the loops together: %s", len(hogs), summary(crowded), rl.Changes-before, summary(hogShares))
+			t.Logf("against %d busy loops: %s; %d mode changes during the windows; the loops together: %s; stolen by the hypervisor: %v", len(hogs), summary(crowded), rl.Changes-before, summary(hogShares), stolen)
 			// Under CFS bandwidth the tick assist charges the quota every
 			// millisecond where the kernel's tick is coarser: it runs while
 			// the lane uses its reservation, and the windows are then held
@@ -320,14 +348,26 @@ func TestReserve(t *testing.T) {
 				return
 			}
 			tol := 2 + grain
+			// A window the hypervisor took time in measures the hypervisor,
+			// not lanes: it is not judged. (On the development machine, a
+			// guest whose steal /proc/stat counts, one window out of bounds
+			// had the lane and the loops together at 104 % of the 200.)
+			var fair []float64
 			for i, x := range crowded {
+				if !judged[i] {
+					t.Logf("window %d not judged: the hypervisor took %v in it or the next (%.1f %% of a CPU, the loops %.1f %%)", i, stolen[i], x, hogShares[i])
+					continue
+				}
+				fair = append(fair, x)
 				if x < 20-tol || x > 20+tol {
 					t.Errorf("window %d against busy loops: %.1f %% of a CPU, want 20 ± %.1f (2 and the tick or the assist's period) (%s; %d mode changes during the windows; the loops got %.1f %% of a CPU in it, together %.1f of the host's %d00)",
 						i, x, tol, summary(crowded), rl.Changes-before, hogShares[i], x+hogShares[i], ncpu)
 				}
 			}
-			if m := mean(crowded); m < 19 || m > 21 {
-				t.Errorf("against busy loops: %s, want a mean of 20 ± 1", summary(crowded))
+			if len(fair) < len(crowded)/2 {
+				t.Errorf("the hypervisor took time in %d of %d windows against busy loops: too few left to judge (%v)", len(crowded)-len(fair), len(crowded), stolen)
+			} else if m := mean(fair); m < 19 || m > 21 {
+				t.Errorf("against busy loops: %s over the %d windows judged, want a mean of 20 ± 1", summary(fair), len(fair))
 			}
 			for name, xs := range map[string][]float64{"alone": alone, "alone again": again} {
 				if s := summary(xs); median(xs) < 90 {

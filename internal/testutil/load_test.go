@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,19 @@ func TestStealShare(t *testing.T) {
 		if ok != tt.ok || got != tt.want {
 			t.Errorf("%s: stealShare = %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+func TestStolen(t *testing.T) {
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		t.Skip("no /proc/stat here")
+	}
+	a, ok := Stolen()
+	if !ok {
+		t.Fatal("Stolen: /proc/stat's steal not read")
+	}
+	b, ok := Stolen()
+	if !ok || b < a || a%(10*time.Millisecond) != 0 {
+		t.Errorf("Stolen: %v then %v (%v), want whole 10 ms ticks that do not go back", a, b, ok)
 	}
 }

@@ -305,8 +305,15 @@ func TestReserve(t *testing.T) {
 				}
 			}
 			out := e.lanes("status").stdout
-			if !strings.Contains(out, "rsv: 20% of a CPU by "+rl.Mechanism+"") || !strings.Contains(out, "guarantee") {
+			if !strings.Contains(out, "rsv: 20% of a CPU by "+rl.Mechanism+"") {
 				t.Errorf("lanes status does not show the reservation:\n%s", out)
+			}
+			// The mode is asserted where reach asserted it: under emulation
+			// the lane comes and goes between the modes with the guest's
+			// idle time (the 7.x guest once showed it beyond, after 35
+			// changes), and there the modes are only logged.
+			if exact && !testutil.Emulated() && !strings.Contains(out, "guarantee") {
+				t.Errorf("lanes status does not show the reservation's guarantee:\n%s", out)
 			}
 			for _, h := range hogs {
 				h.Process.Kill()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/lanes-qos/lanes/api"
 	"github.com/lanes-qos/lanes/cpu"
-	"github.com/lanes-qos/lanes/internal/procfs"
 	"github.com/lanes-qos/lanes/internal/testutil"
 )
 
@@ -22,54 +21,6 @@ import (
 func shares(t *testing.T, pid, n int) []float64 {
 	t.Helper()
 	return testutil.CPUWindows(t, pid, n)
-}
-
-// sharesBeside is shares for pid, with the CPU the others got in the
-// same windows (their sum, in percent of one CPU) and the time the
-// hypervisor took from the host's CPUs in each (stolen; -1 where unknown):
-// a window in which neither got the host's CPUs is time the host ran
-// something else (or did not run at all), not a share the lane lost to
-// them.
-func sharesBeside(t *testing.T, pid int, others []int, n int) (lane, rest []float64, stolen []time.Duration) {
-	t.Helper()
-	steal := func() time.Duration {
-		d, ok := testutil.Stolen()
-		if !ok {
-			return -1
-		}
-		return d
-	}
-	read := func() (time.Duration, time.Duration, time.Time) {
-		c, err := procfs.CPUClock(pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var o time.Duration
-		for _, p := range others {
-			d, err := procfs.CPUClock(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o += d
-		}
-		return c, o, time.Now()
-	}
-	s0 := steal()
-	c0, o0, w0 := read()
-	for range n {
-		time.Sleep(100 * time.Millisecond)
-		c1, o1, w1 := read()
-		s1 := steal()
-		w := float64(w1.Sub(w0))
-		lane, rest = append(lane, 100*float64(c1-c0)/w), append(rest, 100*float64(o1-o0)/w)
-		if s0 < 0 || s1 < 0 {
-			stolen = append(stolen, -1)
-		} else {
-			stolen = append(stolen, s1-s0)
-		}
-		c0, o0, w0, s0 = c1, o1, w1, s1
-	}
-	return lane, rest, stolen
 }
 
 // unstolen says which windows the hypervisor took no time in, nor in the
@@ -240,7 +191,7 @@ func TestReserve(t *testing.T) {
 			for _, h := range hogs {
 				hogPIDs = append(hogPIDs, h.Process.Pid)
 			}
-			crowded, hogShares, stolen := sharesBeside(t, pid, hogPIDs, 30)
+			crowded, hogShares, stolen := testutil.CPUWindowsBeside(t, pid, hogPIDs, 30)
 			judged := unstolen(stolen)
 			rl := mode()
 			// A window short of the share is a change of mode among them

@@ -25,26 +25,54 @@ func ProcCPUTime(tb testing.TB, pid int) time.Duration {
 // again).
 func CPUWindows(tb testing.TB, pid, n int) []float64 {
 	tb.Helper()
-	read := func() (time.Duration, time.Time) {
+	w, _, _ := CPUWindowsBeside(tb, pid, nil, n)
+	return w
+}
+
+// CPUWindowsBeside is CPUWindows for pid, with the CPU the others got in
+// the same windows (their sum, in percent of one CPU) and the time the
+// hypervisor took from the host's CPUs in each (Stolen; -1 where
+// unknown): a window in which none of them got the host's CPUs is time
+// the host ran something else, or did not run at all.
+func CPUWindowsBeside(tb testing.TB, pid int, others []int, n int) (cpu, rest []float64, stolen []time.Duration) {
+	tb.Helper()
+	clock := func(pid int) time.Duration {
+		c, err := procfs.CPUClock(pid)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return c
+	}
+	read := func() (c, o time.Duration, at time.Time, st time.Duration) {
 		for try := 0; ; try++ {
 			t0 := time.Now()
-			c, err := procfs.CPUClock(pid)
-			t1 := time.Now()
-			if err != nil {
-				tb.Fatal(err)
+			c, o = clock(pid), 0
+			for _, p := range others {
+				o += clock(p)
 			}
-			if t1.Sub(t0) < 50*time.Microsecond || try == 50 {
-				return c, t1
+			at = time.Now()
+			if at.Sub(t0) < 50*time.Microsecond*time.Duration(1+len(others)) || try == 50 {
+				break
 			}
 		}
+		st, ok := Stolen()
+		if !ok {
+			st = -1
+		}
+		return c, o, at, st
 	}
-	out := make([]float64, n)
-	c0, w0 := read()
-	for i := range out {
+	c0, o0, w0, s0 := read()
+	for range n {
 		time.Sleep(100 * time.Millisecond)
-		c1, w1 := read()
-		out[i] = 100 * float64(c1-c0) / float64(w1.Sub(w0))
-		c0, w0 = c1, w1
+		c1, o1, w1, s1 := read()
+		w := float64(w1.Sub(w0))
+		cpu, rest = append(cpu, 100*float64(c1-c0)/w), append(rest, 100*float64(o1-o0)/w)
+		if s0 < 0 || s1 < 0 {
+			stolen = append(stolen, -1)
+		} else {
+			stolen = append(stolen, s1-s0)
+		}
+		c0, o0, w0, s0 = c1, o1, w1, s1
 	}
-	return out
+	return cpu, rest, stolen
 }

@@ -321,7 +321,14 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 		}
 		defer h.kill()
 	}
-	time.Sleep(time.Second) // the server listening, the hogs running
+	if srv != nil {
+		// A client that connects before the server listens is refused
+		// and exits; the server would then wait out the whole limit.
+		if err := waitListen(ctx, topo.Dst, port, 30*time.Second); err != nil {
+			return fail(fmt.Errorf("TLS server: %w: %s", err, tail(srv.stderr.String(), 300)))
+		}
+	}
+	time.Sleep(time.Second) // the hogs running
 	if hogs > 0 {
 		// On the slowed CPU stress-ng takes seconds to fork its
 		// workers (30: 3–5 s); all of them start before the boost is
@@ -386,28 +393,44 @@ func runOne(ctx context.Context, opts Options, dir string, a Arm, hogs, cross, r
 	defer cl.kill()
 	boosts.line(fmt.Appendf(nil, `{"time":%q,"sender_pid":%d}`, begin.Format(time.RFC3339Nano), cl.cmd.Process.Pid))
 	limit := time.Duration(float64(opts.Size)*8/float64(opts.Rate)*float64(time.Second))*6 + 60*time.Second
-	select {
-	case <-srv.done:
-		end := time.Now()
-		run.Secs = end.Sub(begin).Seconds()
-		// The same schedule again (the same seed): how long of the
-		// transfer the link was up.
-		sched := linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed)
-		run.UpSecs = UpTime(sched, begin.Sub(t0), end.Sub(t0)).Seconds()
-		if !got.first.IsZero() { // the server has exited: its output copied
-			run.FirstByteSecs = got.first.Sub(begin).Seconds()
-			run.UpAfterFirstSecs = UpTime(sched, got.first.Sub(t0), end.Sub(t0)).Seconds()
+	timeout := time.After(limit)
+	clDone := cl.done
+	for waiting := true; waiting; {
+		waiting = false
+		select {
+		case <-clDone:
+			// The client has sent everything (the server finishes in a
+			// moment) or has failed (the server would wait to the limit).
+			if cl.err != nil {
+				run.Error = fmt.Sprintf("TLS client: %v after %.1f s (the server had %d bytes): %s",
+					cl.err, time.Since(begin).Seconds(), got.count(), tail(cl.stderr.String(), 300))
+				break
+			}
+			clDone, waiting = nil, true
+		case <-srv.done:
+			end := time.Now()
+			run.Secs = end.Sub(begin).Seconds()
+			// The same schedule again (the same seed): how long of the
+			// transfer the link was up.
+			sched := linkem.NewExpSchedule(opts.MeanOn, opts.MeanOff, seed)
+			run.UpSecs = UpTime(sched, begin.Sub(t0), end.Sub(t0)).Seconds()
+			if !got.first.IsZero() { // the server has exited: its output copied
+				run.FirstByteSecs = got.first.Sub(begin).Seconds()
+				run.UpAfterFirstSecs = UpTime(sched, got.first.Sub(t0), end.Sub(t0)).Seconds()
+			}
+			run.Bytes = got.count()
+			if srv.err != nil {
+				run.Error = fmt.Sprintf("TLS server: %v: %s", srv.err, tail(srv.stderr.String(), 300))
+			} else if got.count() != opts.Size {
+				run.Error = fmt.Sprintf("the TLS server received %d bytes of %d: %s", got.count(), opts.Size, tail(srv.stderr.String(), 300))
+			}
+		case <-timeout:
+			st := em.Stats()
+			run.Error = fmt.Sprintf("transfer not done after %v (the server had %d bytes; the client %s; link %s; %s)",
+				limit, got.count(), procState(cl), st.Up, st.Down)
+		case <-ctx.Done():
+			run.Error = ctx.Err().Error()
 		}
-		run.Bytes = got.n
-		if srv.err != nil {
-			run.Error = fmt.Sprintf("TLS server: %v: %s", srv.err, tail(srv.stderr.String(), 300))
-		} else if got.n != opts.Size {
-			run.Error = fmt.Sprintf("the TLS server received %d bytes of %d: %s", got.n, opts.Size, tail(srv.stderr.String(), 300))
-		}
-	case <-time.After(limit):
-		run.Error = fmt.Sprintf("transfer not done after %v", limit)
-	case <-ctx.Done():
-		run.Error = ctx.Err().Error()
 	}
 	stopOracle()
 	run.Contacts = <-contacts
@@ -584,17 +607,50 @@ func ptr[T any](v T) *T { return &v }
 
 // countWriter counts what the TLS server wrote out (what it received),
 // and when its first byte came.
+// countWriter counts what is written to it and when the first byte
+// came. first is read once the writer is done; the count at any time.
 type countWriter struct {
-	n     int64
+	n     atomic.Int64
 	first time.Time
 }
 
 func (w *countWriter) Write(b []byte) (int, error) {
-	if w.n == 0 && len(b) > 0 {
+	if w.n.Load() == 0 && len(b) > 0 {
 		w.first = time.Now()
 	}
-	w.n += int64(len(b))
+	w.n.Add(int64(len(b)))
 	return len(b), nil
+}
+
+func (w *countWriter) count() int64 { return w.n.Load() }
+
+// procState says whether p is still running or how it ended.
+func procState(p *proc) string {
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Sprintf("exited: %v: %s", p.err, tail(p.stderr.String(), 300))
+		}
+		return "exited 0"
+	default:
+		return "still running"
+	}
+}
+
+// waitListen waits until a TCP socket listens on port in namespace ns.
+func waitListen(ctx context.Context, ns string, port int, limit time.Duration) error {
+	for deadline := time.Now().Add(limit); ; {
+		out, err := netns.Command(ctx, ns, "ss", "-Hltn", fmt.Sprintf("sport = :%d", port)).Output()
+		if err != nil {
+			return fmt.Errorf("ss in %s: %w", ns, err)
+		}
+		if len(bytes.TrimSpace(out)) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || !sleepUntil(ctx, time.Now().Add(50*time.Millisecond)) {
+			return fmt.Errorf("nothing listening on port %d in %s after %v", port, ns, limit)
+		}
+	}
 }
 
 // slowCPU slows CPU n down for everything but itself: a SCHED_FIFO

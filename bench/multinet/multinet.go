@@ -65,11 +65,15 @@ func scenarioByName(n string) (Scenario, bool) {
 // Arms are the ways of using the networks.
 var Arms = []string{"single0", "single1", "mptcp", "intnw-nolabels", "intnw", "proxy"}
 
-// NamedArms, run when named, take one mechanism out of the intnw arm:
-// the links' rates as hints (each path starts at 1 Mbit/s), with the
-// connection scout's bandwidth probes and without them; and the sensor's
-// thunks (every reading queued, none dropped).
-var NamedArms = []string{"intnw-nohint", "intnw-noprobe", "intnw-nothunk"}
+// NamedArms are run when named. The intnw ones take one mechanism out
+// of the intnw arm: the links' rates as hints (each path starts at 1
+// Mbit/s), with the connection scout's bandwidth probes and without
+// them; and the sensor's thunks (every reading queued, none dropped).
+// mptcp-select is MPTCP with the sensor as the seed's version without
+// Intentional Networking: it drops a reading its socket cannot take
+// before the next one, as the intnw sensor drops one its thunk does not
+// release in time (the mptcp arm's sensor queues every reading).
+var NamedArms = []string{"intnw-nohint", "intnw-noprobe", "intnw-nothunk", "mptcp-select"}
 
 // armDescription says what an arm is.
 func armDescription(arm string, sc Scenario) string {
@@ -92,6 +96,8 @@ func armDescription(arm string, sc Scenario) string {
 		return "intnw, no bandwidth hints and no probes: each path's bandwidth from the traffic only"
 	case "intnw-nothunk":
 		return "intnw with labels, the sensor without thunks: every reading queued, none dropped"
+	case "mptcp-select":
+		return "MPTCP as mptcp; the sensor as the seed's version without Intentional Networking: a reading the socket cannot take (its buffer full) before the next one is dropped"
 	}
 	return arm
 }

@@ -35,15 +35,20 @@ type transport interface {
 // length-prefixed messages, sent by a writer of its own in the order
 // given (as a socket with an unbounded buffer would), labels ignored.
 type stream struct {
-	c      net.Conn
-	mu     sync.Mutex
-	queue  [][]byte
-	wake   chan struct{}
-	in     chan message
-	err    error
-	done   chan struct{}
-	nextID uint64
-	lis    net.Listener // closed with the stream (nil: none)
+	c     net.Conn
+	mu    sync.Mutex
+	queue [][]byte
+	// writing is true while the writer has data the socket has not
+	// taken (its buffer full); idle are the callbacks waiting for it to
+	// have taken all.
+	writing bool
+	idle    []*pending
+	wake    chan struct{}
+	in      chan message
+	err     error
+	done    chan struct{}
+	nextID  uint64
+	lis     net.Listener // closed with the stream (nil: none)
 }
 
 func newStream(c net.Conn) *stream {
@@ -73,6 +78,16 @@ func (s *stream) writer() {
 		s.mu.Lock()
 		q := s.queue
 		s.queue = nil
+		s.writing = len(q) > 0
+		if !s.writing {
+			for _, p := range s.idle {
+				if !p.done {
+					p.done = true
+					go p.fn()
+				}
+			}
+			s.idle = nil
+		}
 		s.mu.Unlock()
 		if len(q) == 0 {
 			select {
@@ -136,6 +151,39 @@ func (s *stream) close() {
 	if s.lis != nil {
 		s.lis.Close()
 	}
+}
+
+// pending is a callback waiting for a stream's socket to take what it
+// was given.
+type pending struct {
+	fn   func()
+	done bool // run or cancelled
+}
+
+// selecting is a stream used as the seed's application without
+// Intentional Networking uses its socket: it asks (select) whether the
+// socket can take more, and holds what it cannot send now. sendOrDefer
+// defers a send while the socket has not taken everything given before
+// (its buffer is full), and calls fn once it has.
+type selecting struct{ *stream }
+
+func (s selecting) sendOrDefer(l intnw.Label, deps []uint64, data []byte, fn func()) (uint64, func() bool, error) {
+	s.mu.Lock()
+	if s.err == nil && (s.writing || len(s.queue) > 0) {
+		p := &pending{fn: fn}
+		s.idle = append(s.idle, p)
+		s.mu.Unlock()
+		return 0, func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			was := !p.done
+			p.done = true
+			return was
+		}, nil
+	}
+	s.mu.Unlock()
+	id, err := s.send(l, deps, data)
+	return id, nil, err
 }
 
 // multi is a transport over an intnw multi-socket; labels false sends
@@ -222,12 +270,12 @@ func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario,
 		// The listener goes with the server end; paths joining later
 		// need it, so it is closed when the server end is.
 		return client, &closing{&multi{c: s, labels: labels}, lis}, nil
-	case "single0", "single1", "mptcp":
+	case "single0", "single1", "mptcp", "mptcp-select":
 		i := 0
 		if arm == "single1" {
 			i = 1
 		}
-		mptcp := arm == "mptcp"
+		mptcp := arm == "mptcp" || arm == "mptcp-select"
 		if mptcp {
 			// The first subflow on the continuous network of least RTT;
 			// the server announces its address on the other.
@@ -288,6 +336,9 @@ func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario,
 			keep = true
 			srv := newStream(sc)
 			srv.lis = ln
+			if arm == "mptcp-select" {
+				return selecting{newStream(c)}, srv, nil
+			}
 			return newStream(c), srv, nil
 		case <-ctx.Done():
 			c.Close()

@@ -552,8 +552,12 @@ thunk and drops it when the next comes) and proxy (the application unmodified,
 a connection from an interactive lane and one from a background lane carried by
 lanes proxy); when named with --arm, intnw-nohint (no bandwidth hints: the
 connection scout's probes measure each network), intnw-noprobe (no hints and no
-probes) and intnw-nothunk (the sensor queueing every reading). Writes multinet.json and multinet.md into --out: each arm's figures and
-the labelled multi-socket's ratios to them. Needs root and iproute2.`,
+probes), intnw-nothunk (the sensor queueing every reading) and mptcp-select
+(MPTCP with the sensor as the seed's version without Intentional Networking:
+a reading its socket cannot take before the next one comes is dropped; the
+mptcp arm's sensor queues every reading). Writes multinet.json and
+multinet.md into --out: each arm's figures and the labelled multi-socket's
+ratios to them. Needs root and iproute2.`,
 		Example: `  sudo lanes bench multinet --out bench/results/multinet
   sudo lanes bench multinet --scenario hotspot --workload email --arm mptcp,intnw`,
 		Args: cobra.NoArgs,

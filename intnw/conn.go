@@ -142,9 +142,25 @@ const (
 	// raised the estimate: the path had room, and a low estimate comes up
 	// in fewer probes.
 	upGainGrowing = 1.25
-	upRounds      = 8
-	upCycle       = 16
-	upCycleMin    = 2 * time.Second
+	// upGainRecover is the factor in a probe of a path whose estimate
+	// has fallen below recoverBelow of the highest it held within
+	// peakHold (a cellular link's slow spell or stall takes the estimate
+	// down, and probes at upGain bring it back a tenth at a time, eight
+	// round trips a probe): as BBR's start-up does, it doubles while it
+	// finds more, up to that peak.
+	upGainRecover = 2.0
+	recoverBelow  = 0.5
+	// recoverRTT: a recovering probe starts only while the path's round
+	// trip is within this many times its least (not in a stall, where it
+	// finds nothing and queues ahead of the foreground), and counts a
+	// pipe of the round trip up to that.
+	recoverRTT = 2.0
+	// peakHold is how long the highest measured estimate counts: the
+	// UMTS trace's slow spells last over a minute.
+	peakHold   = 2 * time.Minute
+	upRounds   = 8
+	upCycle    = 16
+	upCycleMin = 2 * time.Second
 	// upGrowth: a probe that raised the estimate this much over where it
 	// started is followed by another at once (the path may be faster
 	// still). It is judged over the whole probe, not a span: the bound
@@ -312,6 +328,10 @@ type pathState struct {
 	upBase                          float64   // the estimate when the probe started
 	upGrew                          bool      // the probe raised the estimate upGrowth over upBase
 	upChain                         bool      // the probe follows one that did (upGainGrowing)
+	upGainNow                       float64   // the pipe's factor in this probe
+	upRecover                       bool      // the probe recovers a fallen estimate (upGainRecover)
+	peakBW                          float64   // the highest estimate measured within peakHold
+	peakAt                          time.Time // when it was
 	upFlat                          uint      // probes in a row that did not
 	upPaths                         int       // usable paths when last looked
 	peerDataAt                      time.Time // when the peer's data (or probe) last came on the path
@@ -366,6 +386,7 @@ func (c *Conn) attach(idx int, tc *net.TCPConn, cfg Path) error {
 	p.busySince, p.busyAcked = time.Time{}, 0
 	// A new socket's counters start again: no probe spans the two.
 	p.upUntil, p.upFrom, p.upAcked, p.upGrew, p.upChain = time.Time{}, time.Time{}, 0, false, false
+	p.peakBW, p.peakAt = 0, time.Time{}
 	if p.bw.n == 0 {
 		bw := defaultBandwidth
 		if cfg.Bandwidth > 0 {
@@ -624,12 +645,16 @@ func bgWindow(p *pathState, usable []*pathState, now time.Time) time.Duration {
 func roomWithin(p *pathState, window time.Duration) int {
 	p.outq = socketQueue(p.tc)
 	pipe := baseRTT(p).Seconds()
-	switch {
-	case p.upUntil.IsZero():
-	case p.upChain:
-		pipe *= upGainGrowing
-	default:
-		pipe *= upGain
+	if !p.upUntil.IsZero() {
+		if p.upRecover {
+			// A link whose round trip swings (a cellular one serves
+			// in bursts) needs its round trip's worth, not its least
+			// one's, to show its rate; at most recoverRTT times the
+			// least: a longer one is a stall or a queue, and what a
+			// probe queues then delays the next foreground message.
+			pipe = max(pipe, min(p.lat.value(), recoverRTT*pipe))
+		}
+		pipe *= p.upGainNow
 	}
 	limit := int(bandwidth(p) * (pipe + window.Seconds()))
 	room := limit - p.outq
@@ -1009,6 +1034,7 @@ func (c *Conn) sampler() {
 				// (the pings').
 				if !st.appLimited && st.delivered != p.delivered && st.deliveryRate != p.rate {
 					p.measuredAt = time.Now()
+					notePeak(p, rate, p.measuredAt)
 				}
 			}
 			c.busySampleLocked(p, st, time.Now())
@@ -1032,6 +1058,18 @@ func (c *Conn) sampler() {
 		}
 		c.kickLocked()
 		c.mu.Unlock()
+	}
+}
+
+// notePeak keeps path p's highest measured estimate of the last
+// peakHold (a new one where the last is older), from a measurement of
+// rate sample: the estimate where the sample reached it, else the sample
+// (an estimate still at its hint or the default is not measured): a
+// probe of a path whose estimate has fallen far below it recovers faster
+// (upGainRecover).
+func notePeak(p *pathState, sample float64, now time.Time) {
+	if v := min(sample, bandwidth(p)); v >= p.peakBW || now.Sub(p.peakAt) > peakHold {
+		p.peakBW, p.peakAt = v, now
 	}
 }
 
@@ -1097,7 +1135,9 @@ func (c *Conn) busySampleLocked(p *pathState, st sockStats, now time.Time) {
 // only while its bound holds background back, with a round trip's worth
 // waiting, and upQuiet after foreground on it (a probe ends when
 // foreground comes); a probe that raised the estimate is followed by
-// another at once, one that did not by a longer wait.
+// another at once, one that did not by a longer wait. An estimate fallen
+// below recoverBelow of its peak (notePeak) is probed at upGainRecover,
+// outside stalls (recoverRTT).
 func (c *Conn) bwProbeLocked(p *pathState, st sockStats, now time.Time) {
 	if n := len(c.usablePathsLocked()); n != p.upPaths {
 		// Its share of the work changed (a network came or went): what
@@ -1113,6 +1153,14 @@ func (c *Conn) bwProbeLocked(p *pathState, st sockStats, now time.Time) {
 		}
 		p.upUntil = now.Add(upRounds * st.rtt)
 		p.upFrom, p.upGrew, p.upBase = time.Time{}, false, bandwidth(p)
+		p.upGainNow, p.upRecover = upGain, false
+		switch {
+		case p.peakBW > 0 && p.upBase < recoverBelow*p.peakBW && now.Sub(p.peakAt) <= peakHold &&
+			st.minRTT > 0 && st.rtt <= recoverRTT*st.minRTT:
+			p.upGainNow, p.upRecover = min(upGainRecover, p.peakBW/p.upBase), true
+		case p.upChain:
+			p.upGainNow = upGainGrowing
+		}
 		p.ups++
 		return
 	}
@@ -1128,6 +1176,7 @@ func (c *Conn) bwProbeLocked(p *pathState, st sockStats, now time.Time) {
 	case d >= p.upRTT:
 		r := float64(st.bytesAcked-p.upAcked) / d.Seconds()
 		p.bw.raise(r)
+		notePeak(p, r, now)
 		if bandwidth(p) > upGrowth*p.upBase {
 			p.upGrew = true
 		}

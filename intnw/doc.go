@@ -26,7 +26,9 @@
 // bound holds background back probes upward of its estimate now and then
 // (its pipe counted larger for a few round trips, the payload then
 // acknowledged raising the estimate), since a sender held to its
-// estimate never shows the path to be faster. Paths are pinged: a path
+// estimate never shows the path to be faster; an estimate fallen far
+// below the highest measured lately is probed at twice its pipe, outside
+// stalls. Paths are pinged: a path
 // whose pongs are late is stalled and carries nothing new. When a path goes (its
 // address removed, its socket failing) or stalls, what it had sent and the
 // peer had not acknowledged goes again on another path: no byte is lost and

@@ -302,15 +302,7 @@ func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario,
 				ln.Close()
 			}
 		}()
-		accepted := make(chan net.Conn, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			accepted <- c
-		}()
+		accepted := acceptOne(ln)
 		var c net.Conn
 		err = netns.Do(topo.Src, func() (err error) {
 			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: topo.Paths[i].SrcAddr.AsSlice()}}
@@ -346,6 +338,21 @@ func connect(ctx context.Context, arm string, topo *netns.Topology, sc Scenario,
 		}
 	}
 	return nil, nil, fmt.Errorf("unknown arm %q", arm)
+}
+
+// acceptOne accepts one connection on ln in the background: the channel
+// gets it, or is closed when Accept fails.
+func acceptOne(ln net.Listener) <-chan net.Conn {
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	return accepted
 }
 
 // closing closes a listener with its transport.

@@ -21,7 +21,10 @@ const (
 	PhaseIdle    = "idle"     // interactive workloads alone: idle-link latency
 	PhaseFgAlone = "fg-alone" // foreground alone on the plain link
 	PhaseBgAlone = "bg-alone" // background alone on the plain link
-	PhaseMixed   = "mixed"    // everything at once, under an arm
+	// PhaseFgInteractive: the foreground beside the interactive
+	// workloads on the plain link (Scenario.ReferenceInteractive).
+	PhaseFgInteractive = "fg-interactive"
+	PhaseMixed         = "mixed" // everything at once, under an arm
 )
 
 // PhaseResult is one measured phase.
@@ -82,6 +85,12 @@ type ArmSummary struct {
 	// alone on the plain link (in a matrix: at the same intensity, under
 	// the reference arm if there is one).
 	FgKept Stat `json:"fg_kept"`
+	// FgKeptInt is foreground throughput in the mixed phase over the
+	// foreground beside the interactive workloads on the plain link
+	// (Scenario.ReferenceInteractive): what the background (and the arm)
+	// took from it, without the interactive workloads' own share of the
+	// link, which they take in the mixed phase too.
+	FgKeptInt Stat `json:"fg_kept_vs_interactive"`
 	// BgShare is background throughput over the capacity foreground left
 	// (capacity: the most a workload got alone in the same repeat:
 	// background alone or foreground alone, in a matrix at any
@@ -131,10 +140,13 @@ type Reference struct {
 	Variant   string  `json:"variant"`
 	Intensity float64 `json:"intensity,omitempty"`
 	FgMbps    Stat    `json:"fg_alone_mbps"`
-	FgP99ms   Stat    `json:"fg_alone_p99_ms"`
-	BgMbps    Stat    `json:"bg_alone_mbps"`
-	IdleP50ms Stat    `json:"idle_p50_ms"`
-	IdleP99ms Stat    `json:"idle_p99_ms"`
+	// FgIntMbps is the foreground beside the interactive workloads
+	// (PhaseFgInteractive), when the scenario measures it.
+	FgIntMbps Stat `json:"fg_beside_interactive_mbps"`
+	FgP99ms   Stat `json:"fg_alone_p99_ms"`
+	BgMbps    Stat `json:"bg_alone_mbps"`
+	IdleP50ms Stat `json:"idle_p50_ms"`
+	IdleP99ms Stat `json:"idle_p99_ms"`
 }
 
 // Results is everything a run produced.
@@ -252,6 +264,10 @@ func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 					if _, b, ok := latency(s, p, Foreground); ok {
 						rf.FgP99ms.add(b)
 					}
+				case p.Phase == PhaseFgInteractive && p.Intensity == in:
+					if x, ok := sumRole(s, p, Foreground); ok {
+						rf.FgIntMbps.add(x / 1e6)
+					}
 				case p.Phase == PhaseBgAlone:
 					if x, ok := sumRole(s, p, Background); ok {
 						rf.BgMbps.add(x / 1e6)
@@ -287,6 +303,12 @@ func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 						}
 					}
 					as.add(s, p, ref[key{v, p.Repeat, PhaseFgAlone, in}], capacity, ref[key{v, p.Repeat, PhaseIdle, 0}])
+					if fi := ref[key{v, p.Repeat, PhaseFgInteractive, in}]; fi != nil {
+						ref, _ := sumRole(s, fi, Foreground)
+						if fg, ok := sumRole(s, p, Foreground); ok && ref > 0 {
+							as.FgKeptInt.add(fg / ref)
+						}
+					}
 				}
 				if ran { // arms left out of this run (Options.Arms) get no row
 					sums = append(sums, as)
@@ -510,10 +532,23 @@ func (r *Results) Markdown(w io.Writer, svgName string) {
 		fmt.Fprintf(w, "- link %s\n", l)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| variant | fg alone Mbit/s | bg alone Mbit/s | idle p50 ms | idle p99 ms |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
+	// The foreground beside the interactive workloads, where measured.
+	besideInt := false
 	for _, rf := range r.Reference {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", rf.Variant, fmtStat(rf.FgMbps, "%.2f"), fmtStat(rf.BgMbps, "%.2f"),
+		besideInt = besideInt || rf.FgIntMbps.N > 0
+	}
+	intHead, intRule := "", ""
+	if besideInt {
+		intHead, intRule = " fg beside interactive Mbit/s |", "---|"
+	}
+	fmt.Fprintln(w, "| variant | fg alone Mbit/s |"+intHead+" bg alone Mbit/s | idle p50 ms | idle p99 ms |")
+	fmt.Fprintln(w, "|---|---|"+intRule+"---|---|---|")
+	for _, rf := range r.Reference {
+		cell := ""
+		if besideInt {
+			cell = " " + fmtStat(rf.FgIntMbps, "%.2f") + " |"
+		}
+		fmt.Fprintf(w, "| %s | %s |%s %s | %s | %s |\n", rf.Variant, fmtStat(rf.FgMbps, "%.2f"), cell, fmtStat(rf.BgMbps, "%.2f"),
 			fmtStat(rf.IdleP50ms, "%.1f"), fmtStat(rf.IdleP99ms, "%.1f"))
 	}
 	fmt.Fprintln(w)
@@ -525,15 +560,22 @@ func (r *Results) Markdown(w io.Writer, svgName string) {
 	if recov {
 		head, rule = fmt.Sprintf(" recovery to %.0f %% s |", RecoveryShare*100), "---|"
 	}
-	fmt.Fprintln(w, "| variant | arm | fg kept (vs fg alone) | bg share of leftover | fg Mbit/s | bg Mbit/s | fg longest stall ms | interactive p50 ms (× idle) | interactive p99 ms (× idle) |"+head+" emulator lateness p99 µs |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|"+rule+"---|")
+	keptHead, keptRule := "", ""
+	if besideInt {
+		keptHead, keptRule = " fg kept (vs fg + interactive) |", "---|"
+	}
+	fmt.Fprintln(w, "| variant | arm | fg kept (vs fg alone) |"+keptHead+" bg share of leftover | fg Mbit/s | bg Mbit/s | fg longest stall ms | interactive p50 ms (× idle) | interactive p99 ms (× idle) |"+head+" emulator lateness p99 µs |")
+	fmt.Fprintln(w, "|---|---|---|"+keptRule+"---|---|---|---|---|---|"+rule+"---|")
 	for _, a := range r.Summary {
-		cell := ""
+		cell, kept := "", ""
 		if recov {
 			cell = " " + fmtStat(a.RecoveryS, "%.1f") + " |"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s (×%s) | %s (×%s) |%s %s |\n", a.Variant, a.Arm,
-			fmtStat(a.FgKept, "%.2f"), fmtStat(a.BgShare, "%.2f"), fmtStat(a.FgMbps, "%.2f"), fmtStat(a.BgMbps, "%.2f"), fmtStat(a.FgStallMs, "%.0f"),
+		if besideInt {
+			kept = " " + fmtStat(a.FgKeptInt, "%.2f") + " |"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |%s %s | %s | %s | %s | %s (×%s) | %s (×%s) |%s %s |\n", a.Variant, a.Arm,
+			fmtStat(a.FgKept, "%.2f"), kept, fmtStat(a.BgShare, "%.2f"), fmtStat(a.FgMbps, "%.2f"), fmtStat(a.BgMbps, "%.2f"), fmtStat(a.FgStallMs, "%.0f"),
 			fmtStat(a.P50ms, "%.1f"), fmtStat(a.P50vsIdle, "%.1f"), fmtStat(a.P99ms, "%.1f"), fmtStat(a.P99vsIdle, "%.1f"),
 			cell, fmtStat(a.LatenessUs, "%.0f"))
 	}

@@ -107,6 +107,89 @@ wrap = { bg = ["nice"] }
 	}
 }
 
+// A scenario that measures the foreground beside the interactive
+// workloads on the plain link judges the arms against it as well as
+// against the foreground alone, and the report prints both.
+func TestSummarizeBesideInteractive(t *testing.T) {
+	s, err := Parse("t.toml", []byte(`
+name = "t"
+reference_interactive = true
+[link.up]
+rate = "1mbit"
+[[workload]]
+name = "fg"
+role = "foreground"
+kind = "iperf3"
+[[workload]]
+name = "bg"
+role = "background"
+kind = "iperf3"
+[[workload]]
+name = "ping"
+role = "interactive"
+kind = "irtt"
+[[arm]]
+name = "lanes"
+wrap = { bg = ["nice"] }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.ReferenceInteractive {
+		t.Fatal("reference_interactive not parsed")
+	}
+	w := func(name string, tput float64) workload.Result {
+		return workload.Result{Name: name, Throughput: tput, LatencyP50: time.Millisecond, LatencyP99: 2 * time.Millisecond}
+	}
+	var phases []PhaseResult
+	for rep := 1; rep <= 2; rep++ {
+		for _, p := range []struct {
+			phase, arm string
+			rs         []workload.Result
+		}{
+			{PhaseIdle, "", []workload.Result{w("ping", 0)}},
+			{PhaseFgAlone, "", []workload.Result{w("fg", 1.0e6)}},
+			{PhaseFgInteractive, "", []workload.Result{w("fg", 0.9e6), w("ping", 0)}},
+			{PhaseBgAlone, "", []workload.Result{w("bg", 1.0e6)}},
+			{PhaseMixed, "lanes", []workload.Result{w("fg", 0.8e6+float64(rep-1)*0.09e6), w("bg", 0.01e6), w("ping", 0)}},
+		} {
+			ph := PhaseResult{Variant: "base", Repeat: rep, Phase: p.phase, Arm: p.arm, Workloads: map[string]workload.Result{}}
+			for _, r := range p.rs {
+				ph.Workloads[r.Name] = r
+			}
+			phases = append(phases, ph)
+		}
+	}
+	refs, sums := Summarize(s, phases)
+	if len(refs) != 1 || refs[0].FgIntMbps.N != 2 || math.Abs(refs[0].FgIntMbps.Mean-0.9) > 1e-9 {
+		t.Fatalf("reference %+v", refs)
+	}
+	if len(sums) != 1 {
+		t.Fatalf("summary %+v", sums)
+	}
+	a := sums[0]
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"fg kept vs alone, mean", a.FgKept.Mean, 0.845},
+		{"fg kept vs fg + interactive, min", a.FgKeptInt.Min, 0.8 / 0.9},
+		{"fg kept vs fg + interactive, max", a.FgKeptInt.Max, 0.89 / 0.9},
+	} {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	r := &Results{Scenario: "t", Reference: refs, Summary: sums}
+	var md strings.Builder
+	r.Markdown(&md, "")
+	for _, want := range []string{"| fg beside interactive Mbit/s |", "| base | 1.00 | 0.90 |", "| fg kept (vs fg + interactive) |", "| base | lanes | 0.84 (0.80–0.89) | 0.94 (0.89–0.99) |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}
+
 // A matrix's cells are judged against foreground alone at their own
 // intensity, the background against the capacity foreground alone left,
 // and the report draws one density plot per measure.

@@ -115,6 +115,9 @@ func Run(ctx context.Context, opts Options) error {
 	if s.has(Foreground) {
 		perRepeat += len(ints)
 	}
+	if s.ReferenceInteractive {
+		perRepeat++
+	}
 	r.total = perRepeat * s.Repeats * len(s.VariantNames())
 	matrix := ""
 	if s.Matrix != nil {
@@ -135,7 +138,11 @@ func Run(ctx context.Context, opts Options) error {
 				failures = append(failures, err.Error())
 			}
 			for _, in := range ints {
-				ps, err := r.reference(ctx, v, rep, in, PhaseFgAlone)
+				names := []string{PhaseFgAlone}
+				if r.s.ReferenceInteractive {
+					names = append(names, PhaseFgInteractive)
+				}
+				ps, err := r.reference(ctx, v, rep, in, names...)
 				res.Phases = append(res.Phases, ps...)
 				if err != nil {
 					failures = append(failures, err.Error())
@@ -308,9 +315,10 @@ func (r *runner) step(variant string, rep int, what string) {
 }
 
 // reference runs reference phases of one repeat (names among
-// PhaseIdle, PhaseFgAlone, PhaseBgAlone), each in a fresh testbed so that
-// every phase sees the link (a trace, a schedule) from its start, as the
-// mixed phases do: on the plain link, or under the matrix's reference arm.
+// PhaseIdle, PhaseFgAlone, PhaseFgInteractive, PhaseBgAlone), each in a
+// fresh testbed so that every phase sees the link (a trace, a schedule)
+// from its start, as the mixed phases do: on the plain link, or under
+// the matrix's reference arm.
 func (r *runner) reference(ctx context.Context, variant string, rep int, intensity float64, names ...string) ([]PhaseResult, error) {
 	var out []PhaseResult
 	var ref *ArmRun
@@ -322,11 +330,12 @@ func (r *runner) reference(ctx context.Context, variant string, rep int, intensi
 		}
 	}
 	for _, name := range names {
-		role, d := map[string]string{PhaseIdle: Interactive, PhaseFgAlone: Foreground, PhaseBgAlone: Background}[name], r.s.Duration
+		roles, d := map[string][]string{PhaseIdle: {Interactive}, PhaseFgAlone: {Foreground},
+			PhaseFgInteractive: {Foreground, Interactive}, PhaseBgAlone: {Background}}[name], r.s.Duration
 		if name == PhaseIdle {
 			d = r.s.Idle
 		}
-		idx := r.s.role(role)
+		idx := r.s.role(roles...)
 		if len(idx) == 0 || ctx.Err() != nil {
 			continue
 		}

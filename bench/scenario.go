@@ -38,11 +38,18 @@ type Scenario struct {
 	// others start in a mixed phase; Settle the pause between phases.
 	Duration, Idle, Lead, Settle time.Duration
 	Repeats                      int
-	Up, Down                     LinkSpec
-	Variants                     []Variant
-	Workloads                    []Work
-	Arms                         []Arm
-	Vars                         map[string]string
+	// ReferenceInteractive adds a reference phase to each repeat: the
+	// foreground beside the interactive workloads on the plain link
+	// (PhaseFgInteractive), the reference of ArmSummary.FgKeptInt. On a
+	// slow link the interactive workload's own packets are a share of
+	// the capacity no arm can give the foreground (irtt every 10 ms: 74
+	// kbit/s, 5.6 % of a 1.3 Mbit/s uplink).
+	ReferenceInteractive bool
+	Up, Down             LinkSpec
+	Variants             []Variant
+	Workloads            []Work
+	Arms                 []Arm
+	Vars                 map[string]string
 	// Matrix, if set, sweeps the foreground's intensity and the arms' PI.
 	Matrix *Matrix
 	// Paper lists the seed's published figures the results are read
@@ -308,6 +315,7 @@ type fileScenario struct {
 	Lead        string            `toml:"background_lead"`
 	Settle      string            `toml:"settle"`
 	Repeats     int               `toml:"repeats"`
+	RefInt      bool              `toml:"reference_interactive"`
 	Paper       []string          `toml:"paper"`
 	Vars        map[string]string `toml:"vars"`
 	Matrix      *struct {
@@ -423,7 +431,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 
 func (f *fileScenario) scenario(path string) (*Scenario, error) {
 	s := &Scenario{Name: f.Name, Description: f.Description, Path: path, Paths: 1,
-		Repeats: f.Repeats, Up: f.Link.Up, Down: f.Link.Down, Variants: f.Variant, Vars: f.Vars}
+		Repeats: f.Repeats, ReferenceInteractive: f.RefInt, Up: f.Link.Up, Down: f.Link.Down, Variants: f.Variant, Vars: f.Vars}
 	if s.Name == "" {
 		s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
@@ -535,6 +543,18 @@ func (f *fileScenario) scenario(path string) (*Scenario, error) {
 	s.Paper = f.Paper
 	if err := s.matrix(f); err != nil {
 		return nil, err
+	}
+	if s.ReferenceInteractive {
+		roles := map[string]bool{}
+		for _, w := range s.Workloads {
+			roles[w.Role] = true
+		}
+		switch {
+		case s.Matrix != nil:
+			return nil, errors.New("reference_interactive: not with a [matrix] (its foreground alone is measured per intensity)")
+		case !roles[Foreground] || !roles[Interactive]:
+			return nil, errors.New("reference_interactive: the scenario needs a foreground and an interactive workload")
+		}
 	}
 	for _, v := range s.Variants {
 		if err := v.validate(); err != nil {

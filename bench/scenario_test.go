@@ -95,6 +95,9 @@ name = "none"
 		{"matrix sweep without pi", "\n[matrix]\nintensity = [10]\n[[arm]]\nname = \"l\"\npi_sweep = true\n", "pi is empty"},
 		{"matrix unknown reference", "\n[matrix]\nreference_arm = \"x\"\n", `reference_arm "x"`},
 		{"matrix swept reference", "\n[matrix]\npi = [\"1ms\"]\nreference_arm = \"l\"\n[[arm]]\nname = \"l\"\npi_sweep = true\n", "set reference_pi"},
+		{"reference beside interactive", "\nreference_interactive = true\n", "needs a foreground and an interactive workload"},
+		{"reference beside interactive, with one", "\nreference_interactive = true\n[[workload]]\nname = \"ping\"\nrole = \"interactive\"\nkind = \"irtt\"\n", ""},
+		{"reference beside interactive in a matrix", "\nreference_interactive = true\n[[workload]]\nname = \"ping\"\nrole = \"interactive\"\nkind = \"irtt\"\n[matrix]\nintensity = [10]\n", "not with a [matrix]"},
 		{"bad workload intensity", "\n[[workload]]\nname = \"w\"\nrole = \"foreground\"\nkind = \"iperf3\"\nintensity = 50\n", "intensity applies to pulse and rr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,6 +105,9 @@ name = "none"
 			src := base + tc.extra
 			if strings.HasPrefix(tc.extra, "\nduration") {
 				src = tc.extra + base
+			}
+			if top, rest, ok := strings.Cut(tc.extra, "reference_interactive = true\n"); ok {
+				src = top + "reference_interactive = true\n" + base + rest
 			}
 			_, err := Parse("t.toml", []byte(src))
 			switch {

@@ -585,6 +585,9 @@ func (r *runner) brief(p *PhaseResult) string {
 				s += fmt.Sprintf(" %.2f Mbit/s", res.Throughput/1e6)
 			}
 		}
+		if res.Retransmits > 0 {
+			s += fmt.Sprintf(" (%d resent)", res.Retransmits)
+		}
 		parts = append(parts, s)
 	}
 	for _, e := range p.Errors {

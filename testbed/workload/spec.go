@@ -143,6 +143,10 @@ type Result struct {
 	// MaxStall is a TCP transfer's longest time without a byte arriving
 	// at the receiver (iperf3, in 100 ms intervals).
 	MaxStall time.Duration `json:"max_stall_ns,omitempty"`
+	// Retransmits is the segments an upload's sender (iperf3's client)
+	// retransmitted over its whole run, from its own count: what the
+	// link carried that the receiver's goodput does not count.
+	Retransmits int `json:"retransmits,omitempty"`
 }
 
 func percentile(s []time.Duration, p float64) time.Duration {

@@ -139,6 +139,9 @@ type iperfJSON struct {
 		Intervals iperfIntervals `json:"intervals"`
 	} `json:"server_output_json"`
 	End struct {
+		SumSent *struct {
+			Retransmits int `json:"retransmits"`
+		} `json:"sum_sent"`
 		SumReceived *struct {
 			BitsPerSecond float64 `json:"bits_per_second"`
 			LostPercent   float64 `json:"lost_percent"`
@@ -251,6 +254,9 @@ func runIPerf3(ctx context.Context, env Env, s Spec, dur time.Duration) (Result,
 	}
 	if s.Protocol != "udp" {
 		r.MaxStall = recv.stall()
+		if res.End.SumSent != nil && s.Direction != "down" {
+			r.Retransmits = res.End.SumSent.Retransmits
+		}
 	}
 	bps, ok := recv.rate(s.Warmup)
 	switch {

@@ -479,3 +479,21 @@ func TestIPerfUploadSpan(t *testing.T) {
 		t.Errorf("throughput %.2f Mbit/s, want the span's 4.8-8.5 (8 Mbit/s less the start and at most 0.5 s of outage)", r.Throughput/1e6)
 	}
 }
+
+// An upload's sender counts what it sent again: through a FIFO of five
+// packets (a quarter of the path's 13-packet pipe at 8 Mbit/s and 20
+// ms) cubic's window overflows it within its first round trips, and the
+// result says how many segments went twice.
+func TestIPerfRetransmits(t *testing.T) {
+	topo := linkWith(t,
+		linkem.Config{Rate: 8_000_000, Delay: 10 * ms, QueuePackets: 5},
+		linkem.Config{Rate: 20_000_000, Delay: 10 * ms, QueuePackets: 200})
+	r, err := Run(context.Background(), Env{Topo: topo, Logf: t.Logf}, Spec{Name: "up", Kind: IPerf3, CC: "cubic"}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%.2f Mbit/s, %d segments retransmitted", r.Throughput/1e6, r.Retransmits)
+	if r.Retransmits == 0 {
+		t.Error("no segment retransmitted through a 5-packet FIFO: the sender's count was not read")
+	}
+}

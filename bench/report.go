@@ -89,7 +89,10 @@ type ArmSummary struct {
 	// foreground beside the interactive workloads on the plain link
 	// (Scenario.ReferenceInteractive): what the background (and the arm)
 	// took from it, without the interactive workloads' own share of the
-	// link, which they take in the mixed phase too.
+	// link, which they take in the mixed phase too. (A loss-based
+	// foreground in a deep FIFO makes either reference move by a few
+	// percent with where its last losses fall: bytes behind a lost
+	// segment count only once its retransmission crossed the queue.)
 	FgKeptInt Stat `json:"fg_kept_vs_interactive"`
 	// BgShare is background throughput over the capacity foreground left
 	// (capacity: the most a workload got alone in the same repeat:
@@ -304,9 +307,9 @@ func Summarize(s *Scenario, phases []PhaseResult) ([]Reference, []ArmSummary) {
 					}
 					as.add(s, p, ref[key{v, p.Repeat, PhaseFgAlone, in}], capacity, ref[key{v, p.Repeat, PhaseIdle, 0}])
 					if fi := ref[key{v, p.Repeat, PhaseFgInteractive, in}]; fi != nil {
-						ref, _ := sumRole(s, fi, Foreground)
-						if fg, ok := sumRole(s, p, Foreground); ok && ref > 0 {
-							as.FgKeptInt.add(fg / ref)
+						beside, _ := sumRole(s, fi, Foreground)
+						if fg, ok := sumRole(s, p, Foreground); ok && beside > 0 {
+							as.FgKeptInt.add(fg / beside)
 						}
 					}
 				}

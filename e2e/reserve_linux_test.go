@@ -273,14 +273,10 @@ func TestReserve(t *testing.T) {
 			}
 			reach("beyond again", "beyond")
 			time.Sleep(300 * time.Millisecond)
-			if a != nil && a.Running && exact && !testutil.Emulated() {
+			if a != nil && a.Running {
 				// Beyond its reservation nothing binds: the assist stops a
 				// linger after the guarantee ends.
-				waitFor(t, within, "the tick assist to stop", func() bool {
-					var st api.Status
-					e.lanesJSON(&st, "status")
-					return st.ReserveAssist != nil && !st.ReserveAssist.Running
-				})
+				assistQuiet(t, e, within, exact)
 			}
 			again := shares(t, pid, 10)
 			t.Logf("alone again: %s", summary(again))
